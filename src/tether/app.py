@@ -1,0 +1,140 @@
+"""The composition root: builds every piece in order and wires them into one ASGI app.
+
+settings → store → workflow registry → engine → key verifier and token signer → routes
+and middleware. Nothing else constructs these, and nothing here is global.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from tether import __version__
+from tether.auth.keys import KeyVerifier, create_key
+from tether.engine.engine import Engine
+from tether.engine.notifier import Notifier
+from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_workflows
+from tether.engine.workflow import load_workflow_file
+from tether.host import Host
+from tether.openwop import discovery, errors, events, interrupts, runs, workflows
+from tether.openwop.middleware import BodyLimit, TraceparentEcho
+from tether.openwop.tokens import TokenSigner
+from tether.settings import Settings
+from tether.store import open_store
+from tether.store.base import Store, WorkflowRow
+
+log = logging.getLogger("tether")
+
+
+def host_secret(data_dir: Path) -> bytes:
+    """The host key (``<data-dir>/host.key``, mode 0600), created on first start."""
+    path = data_dir / "host.key"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+    return path.read_bytes()
+
+
+async def load_registry(settings: Settings, store: Store) -> WorkflowRegistry:
+    """Bundled workflows, then ``--workflows``, then fixtures seeded now or before."""
+    registry = WorkflowRegistry()
+    registry.add(bundled_workflows(), "bundled")
+    if settings.workflows_dir is not None:
+        registry.add(folder_workflows(settings.workflows_dir), "dir")
+    if settings.seed_fixtures is not None:
+        from tether.engine import clock
+
+        for file in sorted(settings.seed_fixtures.glob("*.json")):
+            wf = load_workflow_file(file)
+            await store.put_workflow(WorkflowRow(wf.id, wf.raw, "fixture", clock.now_iso()))
+    for row in await store.list_workflows():
+        registry.add_raw(row.definition, row.source)
+    return registry
+
+
+async def ensure_dev_key(store: Store) -> str | None:
+    """At first start (no key at all), create a development key and return it, once."""
+    if await store.list_keys():
+        return None
+    return await create_key(store, "dev")
+
+
+def build_app(settings: Settings) -> FastAPI:
+    """The ASGI app; its lifespan opens the store and engine and closes them in reverse."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = open_store(data_dir=str(settings.data_dir), database_url=settings.database_url)
+        await store.open()
+        try:
+            registry = await load_registry(settings, store)
+            notifier = Notifier()
+            engine = Engine(store, registry, notifier)
+            host = Host(
+                settings=settings,
+                store=store,
+                registry=registry,
+                notifier=notifier,
+                engine=engine,
+                verifier=KeyVerifier(store, settings.key_cache_seconds),
+                signer=TokenSigner(host_secret(settings.data_dir), settings.interrupt_token_ttl),
+            )
+            app.state.host = host
+            dev_key = await ensure_dev_key(store)
+            resumed = await engine.start()
+            if dev_key is not None:
+                print(f"tether: first start, created API key 'dev' (shown once):\n{dev_key}", flush=True)
+            print(f"tether: resumed {resumed} unfinished run(s); serving on {settings.base_url}", flush=True)
+            try:
+                yield
+            finally:
+                await engine.stop()
+        finally:
+            await store.close()
+
+    app = FastAPI(
+        title="Tether",
+        version=__version__,
+        description="An OpenWOP v1 host whose runs are durable A2A tasks.",
+        lifespan=lifespan,
+        openapi_url="/v1/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+    )
+    errors.install(app)
+    for router in (discovery.router, workflows.router, runs.router, events.router, interrupts.router):
+        app.include_router(router)
+    app.add_middleware(TraceparentEcho)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    return app
+
+
+def serve(settings: Settings) -> None:
+    """Run the host until SIGTERM or SIGINT (graceful: in-flight state is already on disk)."""
+    import uvicorn
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.host, settings.port))
+    settings = replace(settings, port=sock.getsockname()[1])
+    config = uvicorn.Config(
+        build_app(settings),
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        lifespan="on",
+    )
+    uvicorn.Server(config).run(sockets=[sock])

@@ -1,0 +1,570 @@
+"""The durable run engine: starts runs, drives them through their DAG, resolves and cancels.
+
+Every transition is decided on a snapshot read from the store and committed with the
+sequence it was decided on (compare-and-swap). Whoever loses a race re-reads and decides
+again, so a resolve, a cancel and the executing driver can never both win. The driver
+keeps nothing that is not on disk: a restart re-reads every unfinished run and continues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tether import __version__
+from tether.engine import clock, hitl
+from tether.engine.nodes import HANDLERS, Completed, Failed, NodeContext, Outcome, Sleep, Suspend
+from tether.engine.notifier import Notifier
+from tether.engine.registry import WorkflowRegistry
+from tether.engine.scheduler import Execute, Fail, Finish, Skip, Wait, node_outputs, plan, resolve_inputs
+from tether.engine.state import CANCEL_REQUESTED, TERMINAL, WAITING, evolve, initial_snapshot
+from tether.engine.workflow import WorkflowDefinition, validate_inputs
+from tether.errors import Conflict, InvalidInput, NotFound, SequenceConflict, Unprocessable
+from tether.ids import new_id
+from tether.store.base import Commit, EventRow, IdempotencyClaimed, IdempotencyRecord, RunRow, Store
+
+log = logging.getLogger("tether.engine")
+
+ENGINE_VERSION = __version__
+_MAX_RETRIES = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is asking: the tenant that owns what they create, and an opaque name."""
+
+    tenant: str
+    name: str
+    scopes: frozenset[str] = frozenset()
+
+    def can(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyClaim:
+    scope: str
+    key: str
+    request_digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    run: RunRow
+    body: dict[str, Any]
+    replayed: IdempotencyRecord | None = None
+
+
+def _event(run_id: str, sequence: int, type_: str, payload: Any, node_id: str | None = None, at: str | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "eventId": new_id("evt_"),
+        "runId": run_id,
+        "type": type_,
+        "payload": payload,
+        "timestamp": at or clock.now_iso(),
+        "sequence": sequence,
+        "schemaVersion": 1,
+        "engineVersion": ENGINE_VERSION,
+    }
+    if node_id is not None:
+        doc["nodeId"] = node_id
+    return doc
+
+
+class _Batch:
+    """Events decided on one snapshot, numbered from its sequence, folded as they are added."""
+
+    def __init__(self, row: RunRow) -> None:
+        self.row = row
+        self.docs: list[dict[str, Any]] = []
+        self.state = row.state
+
+    def add(self, type_: str, payload: Any, node_id: str | None = None, at: str | None = None) -> None:
+        doc = _event(self.row.run_id, self.row.last_sequence + 1 + len(self.docs), type_, payload, node_id, at)
+        self.state = evolve(self.state, [doc])
+        self.docs.append(doc)
+
+    def commit(self, idempotency: IdempotencyRecord | None = None, *, new: bool = False) -> Commit:
+        now = clock.now_iso()
+        run = RunRow(
+            run_id=self.row.run_id,
+            tenant=self.row.tenant,
+            workflow_id=self.row.workflow_id,
+            status=self.state["status"],
+            last_sequence=self.row.last_sequence + len(self.docs),
+            state=self.state,
+            created_at=self.row.created_at,
+            updated_at=now,
+        )
+        events = [EventRow(self.row.run_id, d["sequence"], orjson.dumps(d)) for d in self.docs]
+        return Commit(run=run, events=events, expected_sequence=None if new else self.row.last_sequence, idempotency=idempotency)
+
+
+class Engine:
+    """Runs workflows durably. Collaborators are handed in; nothing is global."""
+
+    def __init__(self, store: Store, registry: WorkflowRegistry, notifier: Notifier) -> None:
+        self.store = store
+        self.registry = registry
+        self.notifier = notifier
+        self._drivers: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+        self._sleeps: dict[str, asyncio.Task[None]] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._stopping = False
+        self.on_commit: list[Callable[[RunRow, list[dict[str, Any]]], None]] = []
+
+    # lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> int:
+        """Continue every unfinished run from its last committed step; returns how many."""
+        rows = await self.store.active_runs()
+        for row in rows:
+            self._resume(row)
+        return len(rows)
+
+    def _resume(self, row: RunRow) -> None:
+        if row.status in WAITING:
+            self._arm_timeout(row)
+        else:
+            self.kick(row.run_id)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop driving runs; all state is already committed, so nothing is lost."""
+        self._stopping = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        tasks = list(self._drivers.values()) + list(self._background)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
+
+    # commits ---------------------------------------------------------------------------
+
+    async def _commit(self, batch: _Batch, idempotency: IdempotencyRecord | None = None, *, new: bool = False) -> RunRow:
+        commit = batch.commit(idempotency, new=new)
+        await self.store.commit(commit)
+        self.notifier.publish(commit.run.run_id)
+        for hook in self.on_commit:
+            hook(commit.run, batch.docs)
+        return commit.run
+
+    async def _transition(
+        self, tenant: str | None, run_id: str, decide: Callable[[RunRow, _Batch], Awaitable[Any] | Any]
+    ) -> tuple[RunRow, Any]:
+        """Read, decide, commit; on a lost race read and decide again."""
+        for _ in range(_MAX_RETRIES):
+            row = await self.store.get_run(run_id, tenant)
+            if row is None:
+                raise NotFound(f"no run {run_id!r}", details={"runId": run_id})
+            batch = _Batch(row)
+            result = decide(row, batch)
+            if asyncio.iscoroutine(result):
+                result = await result
+            if not batch.docs:
+                return row, result
+            try:
+                return await self._commit(batch), result
+            except SequenceConflict:
+                continue
+        raise Conflict(f"run {run_id} is changing too fast; try again", code="run_busy")
+
+    # creating runs ---------------------------------------------------------------------
+
+    async def create_run(
+        self,
+        principal: Principal,
+        workflow_id: str,
+        inputs: Any,
+        *,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        transport: str = "rest",
+        idempotency: IdempotencyClaim | None = None,
+        respond: Callable[[RunRow], dict[str, Any]] | None = None,
+        status_code: int = 201,
+    ) -> Created:
+        """Validate, then write the run and its ``run.started`` in one fsync'd transaction."""
+        try:
+            entry = self.registry.get(workflow_id)
+        except NotFound as exc:
+            raise InvalidInput(exc.message, details={"workflowId": workflow_id}) from exc
+        if not entry.executable:
+            raise InvalidInput(
+                f"workflow {workflow_id!r} cannot run on this host: {'; '.join(entry.problems)}",
+                code="capability_not_provided",
+                details={"workflowId": workflow_id, "problems": list(entry.problems)},
+            )
+        variables = validate_inputs(entry.workflow, inputs if inputs is not None else {})
+        run_id = new_id("run_")
+        now = clock.now_iso()
+        empty = RunRow(run_id, principal.tenant, workflow_id, "pending", -1, initial_snapshot(run_id, workflow_id, now), now, now)
+        batch = _Batch(empty)
+        payload: dict[str, Any] = {
+            "workflowId": workflow_id,
+            "inputs": variables,
+            "transport": transport,
+            "engineVersion": ENGINE_VERSION,
+            "owner": {"tenant": principal.tenant, "principal": principal.name},
+            "tags": list(tags or []),
+            "metadata": dict(metadata or {}),
+        }
+        batch.add("run.started", payload, at=now)
+        projected = batch.commit(new=True).run
+        body = respond(projected) if respond else {"runId": run_id, "status": projected.status}
+        record = None
+        if idempotency is not None:
+            record = IdempotencyRecord(principal.tenant, idempotency.scope, idempotency.key, idempotency.request_digest, run_id, status_code, body, now)
+        try:
+            run = await self._commit(batch, record, new=True)
+        except IdempotencyClaimed as claimed:
+            existing = await self.store.get_run(claimed.existing.run_id or "", principal.tenant)
+            if existing is None:
+                raise NotFound("the run of that idempotency key no longer exists") from claimed
+            return Created(existing, claimed.existing.body, claimed.existing)
+        self.kick(run_id)
+        return Created(run, body)
+
+    # driving runs ----------------------------------------------------------------------
+
+    def kick(self, run_id: str) -> None:
+        """Make sure a driver is advancing this run (at most one per run per process)."""
+        if self._stopping:
+            return
+        task = self._drivers.get(run_id)
+        if task is not None and not task.done():
+            self._again.add(run_id)
+            return
+        task = asyncio.create_task(self._drive(run_id), name=f"tether-drive-{run_id}")
+        self._drivers[run_id] = task
+        task.add_done_callback(lambda t, r=run_id: self._driver_done(r, t))
+
+    def _driver_done(self, run_id: str, task: asyncio.Task[None]) -> None:
+        if self._drivers.get(run_id) is task:
+            del self._drivers[run_id]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("driver of run %s crashed", run_id, exc_info=task.exception())
+        if run_id in self._again:
+            self._again.discard(run_id)
+            self.kick(run_id)
+
+    async def _drive(self, run_id: str) -> None:
+        while True:
+            self._again.discard(run_id)
+            row = await self.store.get_run(run_id)
+            if row is None or row.status in TERMINAL:
+                return
+            if row.status in WAITING:
+                self._arm_timeout(row)
+                return
+            try:
+                wait = await self._step(row)
+            except SequenceConflict:
+                continue
+            except NotFound as exc:  # its workflow is no longer loaded: fail it, loudly
+                await self._fail_unrunnable(row, exc.message)
+                return
+            if wait is None:
+                continue
+            if wait is False:
+                return
+            await self._sleep(run_id, wait)
+
+    async def _step(self, row: RunRow) -> float | bool | None:
+        """Advance as far as pure steps go, then commit once.
+
+        Returns seconds to sleep before the next step, False when the run stops here
+        (terminal or waiting), or None to step again at once.
+        """
+        entry = self.registry.get(row.workflow_id)
+        wf = entry.workflow
+        batch = _Batch(row)
+        if row.status == "cancelling":
+            batch.add("run.cancelled", {"reason": row.state.get("cancelReason", "cancelled"), "cancelledBy": row.state.get("cancelledBy", "system"), "durationMs": _duration(row.state)})
+            await self._commit(batch)
+            return False
+        while True:
+            decision = plan(wf, batch.state)
+            if isinstance(decision, Skip):
+                batch.add("node.skipped", {"nodeId": decision.node_id, "reason": decision.reason}, decision.node_id)
+                continue
+            if isinstance(decision, Finish):
+                batch.add("run.completed", {"outputs": decision.outputs, "durationMs": _duration(batch.state)})
+                await self._commit(batch)
+                return False
+            if isinstance(decision, Fail):
+                batch.add("run.failed", {"error": decision.error, "failedNodeId": decision.node_id, "durationMs": _duration(batch.state)})
+                await self._commit(batch)
+                return False
+            if isinstance(decision, Wait):
+                if batch.docs:
+                    await self._commit(batch)
+                return False
+            assert isinstance(decision, Execute)
+            outcome = self._run_node(wf, decision.node_id, batch.state, row.run_id)
+            node = wf.node(decision.node_id)
+            if isinstance(outcome, Sleep):
+                entry_state = batch.state["nodeStates"].get(node.id)
+                if decision.resume and entry_state and "wakeAt" in entry_state:
+                    remaining = (clock.parse(entry_state["wakeAt"]) - clock.now()).total_seconds()
+                    if remaining > 0:
+                        if batch.docs:
+                            await self._commit(batch)
+                        return remaining
+                    batch.add("node.completed", {"nodeId": node.id, "outputs": {}, "durationMs": outcome.ms}, node.id)
+                    continue
+                if outcome.ms == 0:
+                    batch.add("node.started", {"nodeId": node.id, "typeId": node.typeId, "attempt": 0}, node.id)
+                    batch.add("node.completed", {"nodeId": node.id, "outputs": {}, "durationMs": 0}, node.id)
+                    continue
+                wake_at = clock.iso(clock.now() + _ms(outcome.ms))
+                batch.add("node.started", {"nodeId": node.id, "typeId": node.typeId, "attempt": 0, "wakeAt": wake_at}, node.id)
+                await self._commit(batch)
+                return outcome.ms / 1000
+            if not decision.resume:
+                batch.add("node.started", {"nodeId": node.id, "typeId": node.typeId, "attempt": 0}, node.id)
+            if isinstance(outcome, Completed):
+                batch.add("node.completed", {"nodeId": node.id, "outputs": outcome.outputs, "durationMs": 0}, node.id)
+                continue
+            if isinstance(outcome, Failed):
+                batch.add("node.failed", {"nodeId": node.id, "error": outcome.error, "attempts": 1}, node.id)
+                continue
+            assert isinstance(outcome, Suspend)
+            self._suspend(batch, node.id, outcome)
+            await self._commit(batch)
+            return False
+
+    async def _fail_unrunnable(self, row: RunRow, message: str) -> None:
+        batch = _Batch(row)
+        batch.add("run.failed", {"error": {"code": "invalid_workflow_definition", "message": message}, "durationMs": _duration(row.state)})
+        try:
+            await self._commit(batch)
+        except SequenceConflict:
+            self.kick(row.run_id)
+
+    def _run_node(self, wf: WorkflowDefinition, node_id: str, state: dict[str, Any], run_id: str) -> Outcome:
+        node = wf.node(node_id)
+        try:
+            inputs = resolve_inputs(wf, node_id, state)
+        except InvalidInput as exc:
+            return Failed("node_execution_failed", f"node {node_id!r}: {exc.message}")
+        ctx = NodeContext(run_id, node_id, node.typeId, dict(node.config), inputs, dict(state.get("variables", {})), node_outputs(state))
+        return HANDLERS[node.typeId](ctx)
+
+    def _suspend(self, batch: _Batch, node_id: str, outcome: Suspend) -> None:
+        interrupt_id = new_id("int_")
+        count = sum(1 for r in batch.state.get("resolvedInterrupts", []) if r.get("nodeId") == node_id)
+        key = f"{batch.row.run_id}:{node_id}:{count}"
+        batch.add("node.suspended", {"nodeId": node_id, "interruptId": interrupt_id, "kind": outcome.kind, "key": key}, node_id)
+        requested: dict[str, Any] = {"kind": outcome.kind, "key": key, "data": outcome.data}
+        if outcome.timeout_ms:
+            requested["timeoutMs"] = outcome.timeout_ms
+        batch.add("interrupt.requested", requested, node_id)
+        if outcome.kind == "approval":
+            data = outcome.data
+            batch.add(
+                "approval.requested",
+                {
+                    "nodeId": node_id,
+                    "artifactId": data["artifactId"],
+                    "artifactType": data["artifactType"],
+                    "actions": hitl.legacy_actions(data["actions"]),
+                    "interruptId": interrupt_id,
+                    "title": data["title"],
+                    "approversList": data.get("approversList", []),
+                    "requiredApprovals": data.get("requiredApprovals", 1),
+                },
+                node_id,
+            )
+        elif outcome.kind == "clarification":
+            batch.add("clarification.requested", {"nodeId": node_id, "questions": outcome.data["questions"], "interruptId": interrupt_id}, node_id)
+
+    async def _sleep(self, run_id: str, seconds: float) -> None:
+        """Sleep for a delay node; a cancel request cuts it short."""
+        task = asyncio.create_task(asyncio.sleep(max(seconds, 0)))
+        self._sleeps[run_id] = task
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not task.cancelled() or asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise
+        finally:
+            self._sleeps.pop(run_id, None)
+
+    # gate timeouts ---------------------------------------------------------------------
+
+    def _arm_timeout(self, row: RunRow) -> None:
+        interrupt = row.state.get("interrupt")
+        if not interrupt or not interrupt.get("timeoutMs") or self._stopping:
+            return
+        interrupt_id = interrupt["interruptId"]
+        if interrupt_id in self._timers:
+            return
+        deadline = clock.parse(interrupt["requestedAt"]) + _ms(interrupt["timeoutMs"])
+        delay = max((deadline - clock.now()).total_seconds(), 0.0)
+        loop = asyncio.get_running_loop()
+        self._timers[interrupt_id] = loop.call_later(delay, self._spawn, self._expire(row.run_id, interrupt_id))
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _expire(self, run_id: str, interrupt_id: str) -> None:
+        """A gate's time ran out: it resolves as rejected, whatever ``onTimeout`` says."""
+        self._timers.pop(interrupt_id, None)
+
+        def decide(row: RunRow, batch: _Batch) -> None:
+            interrupt = row.state.get("interrupt")
+            if not interrupt or interrupt.get("interruptId") != interrupt_id:
+                return
+            node_id = interrupt["nodeId"]
+            batch.add("interrupt.resolved", {"nodeId": node_id, "interruptId": interrupt_id, "kind": interrupt["kind"], "resumeValue": {"action": "timeout"}, "resolvedBy": "system"}, node_id)
+            if interrupt["kind"] == "approval":
+                batch.add("approval.received", {"nodeId": node_id, "action": "timeout", "decidedAt": clock.now_iso(), "reason": "timeout"}, node_id)
+                error = {"code": "approval_rejected", "message": f"approval gate {node_id!r} timed out and was rejected", "details": {"reason": "timeout"}}
+            else:
+                error = {"code": "node_timeout", "message": f"node {node_id!r} timed out waiting for input"}
+            batch.add("node.failed", {"nodeId": node_id, "error": error, "attempts": 1}, node_id)
+
+        await self._transition(None, run_id, decide)
+        self.kick(run_id)
+
+    # resolving interrupts ----------------------------------------------------------------
+
+    async def resolve(self, principal: Principal, run_id: str, node_id: str, resume_value: Any, *, interrupt_id: str | None = None) -> RunRow:
+        """Resolve the run's pending interrupt at ``node_id``; exactly one resolution wins."""
+
+        def decide(row: RunRow, batch: _Batch) -> None:
+            state = row.state
+            interrupt = state.get("interrupt")
+            if interrupt is None or interrupt["nodeId"] != node_id or (interrupt_id and interrupt["interruptId"] != interrupt_id):
+                cancelled = state.get("cancelledInterrupt")
+                if row.status == "cancelled" and cancelled and cancelled["nodeId"] == node_id:
+                    raise Unprocessable(f"run {run_id} was cancelled while {node_id!r} waited", code="interrupt_cancelled")
+                resolved = state.get("resolvedInterrupts", [])
+                if any(r["nodeId"] == node_id and (interrupt_id is None or r["interruptId"] == interrupt_id) for r in resolved):
+                    raise Conflict(f"the interrupt at {node_id!r} was already resolved", code="interrupt_already_resolved")
+                raise NotFound(f"run {run_id} is not waiting at node {node_id!r}", code="interrupt_not_found", details={"runId": run_id, "nodeId": node_id})
+            _resolution(batch, interrupt, resume_value, principal)
+
+        row, _ = await self._transition(principal.tenant if interrupt_id is None else None, run_id, decide)
+        for resolved in row.state.get("resolvedInterrupts", []):
+            timer = self._timers.pop(resolved.get("interruptId"), None)
+            if timer is not None:
+                timer.cancel()
+        if row.status not in WAITING:
+            self.kick(run_id)
+        return row
+
+    # cancelling ----------------------------------------------------------------------------
+
+    async def cancel(self, principal: Principal, run_id: str, reason: str | None = None) -> RunRow:
+        """Cancel a run: waiting runs end at once, executing ones go through ``cancelling``."""
+
+        def decide(row: RunRow, batch: _Batch) -> None:
+            if row.status == "cancelled" or row.status == "cancelling":
+                return
+            if row.status in TERMINAL:
+                raise Conflict(f"run {run_id} already {row.status}", code="run_terminal", details={"runStatus": row.status})
+            who = {"reason": reason or "cancelled", "cancelledBy": principal.name}
+            inflight = [nid for nid, e in row.state.get("nodeStates", {}).items() if e.get("status") == "running"]
+            if row.status not in WAITING and inflight:
+                batch.add("node.cancelled", {"nodeId": inflight[0], "reason": CANCEL_REQUESTED, "cancelReason": who["reason"], "cancelledBy": who["cancelledBy"]}, inflight[0])
+                return
+            interrupt = row.state.get("interrupt")
+            if interrupt:
+                batch.add("node.cancelled", {"nodeId": interrupt["nodeId"], "reason": "run-cancelled"}, interrupt["nodeId"])
+            batch.add("run.cancelled", {**who, "durationMs": _duration(row.state)})
+
+        row, _ = await self._transition(principal.tenant, run_id, decide)
+        if row.status == "cancelling":
+            sleep = self._sleeps.get(run_id)
+            if sleep is not None:
+                sleep.cancel()
+            self.kick(run_id)
+        interrupt = row.state.get("cancelledInterrupt")
+        if interrupt and interrupt.get("interruptId") in self._timers:
+            self._timers.pop(interrupt["interruptId"]).cancel()
+        return row
+
+    # observing -------------------------------------------------------------------------------
+
+    async def wait_for(self, run_id: str, predicate: Callable[[RunRow], bool], timeout: float) -> RunRow | None:
+        """The run as soon as ``predicate`` holds, or as it is when ``timeout`` passes."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        row: RunRow | None = None
+        with self.notifier.subscribe(run_id) as wake:
+            while True:
+                wake.clear()
+                row = await self.store.get_run(run_id)
+                if row is None or predicate(row):
+                    return row
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return row
+                try:
+                    await asyncio.wait_for(wake.wait(), remaining)
+                except TimeoutError:
+                    pass
+
+
+def _resolution(batch: _Batch, interrupt: dict[str, Any], resume_value: Any, principal: Principal) -> None:
+    """The events that resolve ``interrupt`` with ``resume_value`` (raises on a bad value)."""
+    node_id = interrupt["nodeId"]
+    interrupt_id = interrupt["interruptId"]
+    kind = interrupt["kind"]
+    now = clock.now_iso()
+    if kind == "approval":
+        decision = hitl.normalize_approval(resume_value, interrupt["data"]["actions"])
+        if decision.action == "ask":
+            batch.add("log.appended", {"kind": "approval.ask", "nodeId": node_id, "question": decision.fields["question"], "askedBy": principal.name, "level": "info", "message": decision.fields["question"]}, node_id)
+            return
+        resume = {"action": decision.action, **decision.fields, "decidedBy": principal.name, "decidedAt": now}
+        batch.add("interrupt.resolved", {"nodeId": node_id, "interruptId": interrupt_id, "kind": kind, "resumeValue": resume, "resolvedAt": now, "resolvedBy": principal.name}, node_id)
+        batch.add("approval.received", {"nodeId": node_id, **resume}, node_id)
+        batch.add("node.resumed", {"nodeId": node_id, "interruptId": interrupt_id, "resumeValue": resume}, node_id)
+        if decision.action == "reject":
+            error = {"code": "approval_rejected", "message": f"approval gate {node_id!r} was rejected by {principal.name}"}
+            if "feedback" in decision.fields:
+                error["details"] = {"feedback": decision.fields["feedback"]}
+            batch.add("node.failed", {"nodeId": node_id, "error": error, "attempts": 1}, node_id)
+        else:
+            outputs = {"action": decision.action, "decidedBy": principal.name, **decision.fields}
+            batch.add("node.completed", {"nodeId": node_id, "outputs": outputs, "durationMs": 0}, node_id)
+        return
+    if kind == "clarification":
+        answers = hitl.normalize_answers(resume_value, interrupt["data"]["questions"])
+        resume = {"answers": answers}
+        batch.add("interrupt.resolved", {"nodeId": node_id, "interruptId": interrupt_id, "kind": kind, "resumeValue": resume, "resolvedAt": now, "resolvedBy": principal.name}, node_id)
+        batch.add("clarification.resolved", {"nodeId": node_id, "answers": answers, "answeredBy": principal.name}, node_id)
+        batch.add("node.resumed", {"nodeId": node_id, "interruptId": interrupt_id, "resumeValue": resume}, node_id)
+        batch.add("node.completed", {"nodeId": node_id, "outputs": {"answers": answers}, "durationMs": 0}, node_id)
+        return
+    if not isinstance(resume_value, dict):
+        raise InvalidInput("resumeValue for an external event must be an object")
+    batch.add("interrupt.resolved", {"nodeId": node_id, "interruptId": interrupt_id, "kind": kind, "resumeValue": resume_value, "resolvedAt": now, "resolvedBy": principal.name}, node_id)
+    batch.add("node.resumed", {"nodeId": node_id, "interruptId": interrupt_id, "resumeValue": resume_value}, node_id)
+    batch.add("node.completed", {"nodeId": node_id, "outputs": {"event": resume_value}, "durationMs": 0}, node_id)
+
+
+def _ms(ms: int | float) -> Any:
+    from datetime import timedelta
+
+    return timedelta(milliseconds=ms)
+
+
+def _duration(state: dict[str, Any]) -> int:
+    started = state.get("startedAt") or state.get("createdAt")
+    if not started:
+        return 0
+    return max(int((clock.now() - clock.parse(started)).total_seconds() * 1000), 0)

@@ -1,0 +1,162 @@
+"""Node types: what each ``typeId`` does when the scheduler reaches it.
+
+A node handler is a pure function of its context that returns an ``Outcome``. Side
+effects of time and people (a delay, a gate) are not performed here: the handler says
+"wait until" or "suspend with this question", and the engine makes that durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.engine import expressions
+from tether.engine.hitl import gate_actions
+from tether.errors import InvalidInput
+
+
+@dataclass(frozen=True, slots=True)
+class NodeContext:
+    run_id: str
+    node_id: str
+    type_id: str
+    config: dict[str, Any]
+    inputs: dict[str, Any]
+    variables: dict[str, Any]
+    node_outputs: dict[str, Any]
+
+    @property
+    def expression_context(self) -> dict[str, Any]:
+        return {"variables": self.variables, "inputs": self.inputs, "nodes": self.node_outputs}
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    code: str
+    message: str
+
+    @property
+    def error(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait ``ms`` milliseconds (durably: the deadline is recorded before waiting)."""
+
+    ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Suspend:
+    """Stop and wait for a person or system; ``data`` is the InterruptPayload's data."""
+
+    kind: str
+    data: dict[str, Any]
+    timeout_ms: int | None = None
+    approval: dict[str, Any] | None = None  # extra approval.requested fields
+
+
+Outcome = Completed | Failed | Sleep | Suspend
+Handler = Callable[[NodeContext], Outcome]
+
+
+def _noop(ctx: NodeContext) -> Outcome:
+    return Completed({})
+
+
+def _identity(ctx: NodeContext) -> Outcome:
+    return Completed(dict(ctx.inputs))
+
+
+def _fail(ctx: NodeContext) -> Outcome:
+    return Failed(
+        str(ctx.config.get("code") or "conformance_test_failure"),
+        str(ctx.config.get("message") or "Intentional conformance failure"),
+    )
+
+
+def _delay(ctx: NodeContext) -> Outcome:
+    raw = ctx.config.get("delayMs", ctx.config.get("ms", ctx.inputs.get("delayMs", 0)))
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw < 0:
+        return Failed("config_validation_failed", f"node {ctx.node_id!r}: delayMs must be a non-negative number")
+    return Sleep(int(raw))
+
+
+def _template(ctx: NodeContext) -> Outcome:
+    spec = ctx.config.get("outputs")
+    if not isinstance(spec, dict):
+        return Failed("config_validation_failed", f"node {ctx.node_id!r}: config.outputs must be an object of templates")
+    try:
+        rendered = expressions.render(spec, ctx.expression_context)
+    except InvalidInput as exc:
+        return Failed("node_execution_failed", f"node {ctx.node_id!r}: {exc.message}")
+    return Completed(dict(rendered))
+
+
+def _timeout(config: dict[str, Any]) -> int | None:
+    raw = config.get("timeoutMs")
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0:
+        return raw
+    return None
+
+
+def _approval(ctx: NodeContext) -> Outcome:
+    config = ctx.config
+    actions = gate_actions(config)
+    artifact = ctx.inputs if ctx.inputs else {k: v for k, v in ctx.node_outputs.items()}
+    data: dict[str, Any] = {
+        "artifactId": f"{ctx.run_id}:{ctx.node_id}",
+        "artifactType": str(config.get("artifactType") or "json"),
+        "title": str(config.get("title") or ctx.node_id),
+        "actions": actions,
+        "artifactData": artifact,
+    }
+    if isinstance(config.get("description"), str):
+        data["description"] = config["description"]
+    for name in ("requiredApprovals", "approversList", "rejectionPolicy"):
+        if name in config:
+            data[name] = config[name]
+    return Suspend("approval", data, _timeout(config))
+
+
+def _clarification(ctx: NodeContext) -> Outcome:
+    questions = ctx.config.get("questions")
+    if not isinstance(questions, list) or not questions:
+        return Failed("config_validation_failed", f"node {ctx.node_id!r}: config.questions must be a non-empty list")
+    cleaned = []
+    for q in questions:
+        if not isinstance(q, dict) or not isinstance(q.get("id"), str) or not isinstance(q.get("question"), str):
+            return Failed("config_validation_failed", f"node {ctx.node_id!r}: each question needs an id and a question")
+        cleaned.append({k: q[k] for k in ("id", "question", "schema") if k in q})
+    return Suspend("clarification", {"questions": cleaned}, _timeout(ctx.config))
+
+
+def _external(ctx: NodeContext) -> Outcome:
+    event_type = str(ctx.config.get("eventType") or ctx.config.get("title") or f"{ctx.node_id}.event")
+    correlation = ctx.config.get("correlation")
+    return Suspend(
+        "external-event",
+        {"eventType": event_type, "correlation": correlation if isinstance(correlation, dict) else {"nodeId": ctx.node_id}},
+        _timeout(ctx.config),
+    )
+
+
+HANDLERS: dict[str, Handler] = {
+    "core.noop": _noop,
+    "core.identity": _identity,
+    "core.fail": _fail,
+    "core.delay": _delay,
+    "core.approvalGate": _approval,
+    "core.clarificationGate": _clarification,
+    "core.interrupt": _external,
+    "vendor.tether.template": _template,
+}
+
+SUPPORTED_TYPE_IDS = frozenset(HANDLERS)

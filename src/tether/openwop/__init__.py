@@ -1,0 +1,1 @@
+"""The OpenWOP v1 REST surface: discovery, runs, events, interrupts."""

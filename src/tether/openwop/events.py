@@ -1,0 +1,154 @@
+"""A run's events: the SSE stream (with ``Last-Event-ID`` resume) and the long-poll.
+
+Both read the store after the caller's last sequence and wait on a wake-up hint, so a
+stream missed nothing when it reconnects, and any number of observers see one log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import orjson
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import Response, StreamingResponse
+
+from tether.engine.engine import Principal
+from tether.errors import InvalidInput, UnsupportedStreamMode
+from tether.host import Host
+from tether.openwop.deps import host_of, require
+from tether.openwop.responses import json_response
+from tether.openwop.runs import load_run
+from tether.store.base import TERMINAL_STATUSES
+
+router = APIRouter(tags=["events"])
+
+TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
+UPDATES = frozenset({
+    "run.started", "run.completed", "run.failed", "run.cancelled", "run.paused", "run.resumed",
+    "node.completed", "node.failed", "node.skipped", "node.suspended", "node.dispatched",
+    "approval.requested", "approval.received", "clarification.requested", "clarification.resolved",
+    "interrupt.requested", "interrupt.resolved", "artifact.created", "run.annotated", "workspace.updated",
+})
+STREAM_MODES = ("updates", "messages", "debug")
+_PAGE = 500
+
+
+def parse_stream_modes(raw: str | None) -> frozenset[str]:
+    modes = frozenset(m.strip() for m in (raw or "updates").split(",") if m.strip())
+    bad = sorted(m for m in modes if m not in STREAM_MODES)
+    if bad or not modes:
+        raise UnsupportedStreamMode(
+            f"streamMode {bad[0] if bad else raw!r} is not served here; use {', '.join(STREAM_MODES)}",
+            details={"supported": list(STREAM_MODES)},
+        )
+    return modes
+
+
+def admits(modes: frozenset[str], event_type: str) -> bool:
+    if "debug" in modes:
+        return True
+    if "updates" in modes and event_type in UPDATES:
+        return True
+    return "messages" in modes and event_type == "ai.message.chunk"
+
+
+def parse_last_event_id(raw: str | None) -> int:
+    if raw is None or raw.strip() == "":
+        return -1
+    try:
+        value = int(raw.strip())
+    except ValueError as exc:
+        raise InvalidInput("Last-Event-ID must be the sequence number of an event") from exc
+    if value < -1:
+        raise InvalidInput("Last-Event-ID must be a sequence number (0 or more)")
+    return value
+
+
+async def event_frames(host: Host, run_id: str, after: int, modes: frozenset[str]) -> AsyncIterator[bytes]:
+    """SSE frames of the events after ``after``, live, until the terminal event."""
+    keepalive = host.settings.keepalive_seconds
+    last = after
+    with host.notifier.subscribe(run_id) as wake:
+        while True:
+            wake.clear()
+            events = await host.store.read_events(run_id, last, _PAGE)
+            for event in events:
+                last = event.sequence
+                kind = orjson.loads(event.doc_json)["type"]
+                if admits(modes, kind):
+                    yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.sequence, kind.encode(), event.doc_json)
+                if kind in TERMINAL_EVENTS:
+                    return
+            if len(events) == _PAGE:
+                continue
+            if not events:
+                row = await host.store.get_run(run_id)
+                if row is None or (row.status in TERMINAL_STATUSES and last >= row.last_sequence):
+                    return
+            try:
+                await asyncio.wait_for(wake.wait(), keepalive)
+            except TimeoutError:
+                yield b":keepalive\n\n"
+
+
+@router.get("/v1/runs/{run_id}/events", response_class=StreamingResponse)
+async def stream_events(
+    request: Request,
+    run_id: str,
+    streamMode: str | None = None,
+    principal: Principal = Depends(require("runs:read")),
+) -> Response:
+    """Server-sent events; ``id:`` is the sequence, so ``Last-Event-ID`` resumes exactly."""
+    modes = parse_stream_modes(streamMode)
+    after = parse_last_event_id(request.headers.get("last-event-id"))
+    await load_run(request, run_id, principal)
+    host = host_of(request)
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(event_frames(host, run_id, after, modes), media_type="text/event-stream", headers=headers)
+
+
+@router.get("/v1/runs/{run_id}/events/poll")
+async def poll_events(
+    request: Request,
+    run_id: str,
+    lastSequence: str | None = None,
+    timeout: float = Query(default=30, ge=0, le=60),
+    principal: Principal = Depends(require("runs:read")),
+) -> Response:
+    """Events after ``lastSequence``; waits up to ``timeout`` seconds for the first one."""
+    try:
+        after = -1 if lastSequence is None else int(lastSequence)
+    except ValueError as exc:
+        raise InvalidInput("lastSequence must be an integer sequence number") from exc
+    if after < -1:
+        raise InvalidInput("lastSequence must be 0 or more")
+    host = host_of(request)
+    row = await load_run(request, run_id, principal)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    with host.notifier.subscribe(run_id) as wake:
+        while True:
+            wake.clear()
+            events = await host.store.read_events(run_id, after, 1000)
+            if events or row.status in TERMINAL_STATUSES:
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(wake.wait(), remaining)
+            except TimeoutError:
+                break
+            row = await load_run(request, run_id, principal)
+    row = await load_run(request, run_id, principal)
+    last = events[-1].sequence if events else max(after, -1)
+    complete = row.status in TERMINAL_STATUSES and last >= row.last_sequence
+    body = b'{"events":[%s],"isComplete":%s,"isTerminal":%s,"runStatus":"%s","lastEventSeq":%d}' % (
+        b",".join(e.doc_json for e in events),
+        b"true" if complete else b"false",
+        b"true" if row.status in TERMINAL_STATUSES else b"false",
+        row.status.encode(),
+        row.last_sequence,
+    )
+    return Response(body, media_type="application/json")

@@ -1,0 +1,58 @@
+"""``/v1/interrupts/{token}``: inspect or resolve an interrupt with its signed token alone."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from tether.engine.engine import Principal
+from tether.errors import Conflict, Forbidden
+from tether.openwop.deps import body_schema, host_of, json_body, parse_model
+from tether.openwop.models import ERRORS, ResolveRequest
+from tether.openwop.responses import json_response
+from tether.openwop.tokens import TokenClaims
+
+router = APIRouter(tags=["interrupts"], responses=ERRORS)
+
+
+async def _live(request: Request, token: str) -> tuple[TokenClaims, dict[str, object]]:
+    host = host_of(request)
+    claims = host.signer.verify(token)
+    row = await host.store.get_run(claims.run_id)
+    interrupt = row.state.get("interrupt") if row else None
+    if row is None or not interrupt or interrupt["interruptId"] != claims.interrupt_id:
+        raise Conflict("this interrupt was already resolved, or its run ended", code="interrupt_already_resolved")
+    return claims, interrupt
+
+
+@router.get("/v1/interrupts/{token}")
+async def inspect_interrupt(request: Request, token: str) -> Response:
+    """What the interrupt asks (no API key: the token is the credential)."""
+    _, interrupt = await _live(request, token)
+    body = {k: interrupt[k] for k in ("kind", "key", "data", "nodeId", "interruptId", "requestedAt") if k in interrupt}
+    if interrupt.get("timeoutMs"):
+        body["timeoutMs"] = interrupt["timeoutMs"]
+    return json_response(body)
+
+
+async def _resolve(request: Request, token: str) -> Response:
+    claims, _ = await _live(request, token)
+    if claims.intent != "resolve":
+        raise Forbidden("this token may inspect the interrupt but not resolve it")
+    body: ResolveRequest = parse_model(ResolveRequest, await json_body(request))
+    owner = await host_of(request).store.get_run(claims.run_id)
+    assert owner is not None
+    principal = Principal(owner.tenant, f"token:{claims.interrupt_id}")
+    row = await host_of(request).engine.resolve(principal, claims.run_id, claims.node_id, body.resumeValue, interrupt_id=claims.interrupt_id)
+    return json_response({"runId": row.run_id, "nodeId": claims.node_id, "status": row.status})
+
+
+@router.post("/v1/interrupts/{token}", openapi_extra=body_schema(ResolveRequest))
+async def resolve_by_token(request: Request, token: str) -> Response:
+    """Resolve with the token; once used it answers 409, once expired 410."""
+    return await _resolve(request, token)
+
+
+@router.post("/v1/interrupts/{token}/resolve", include_in_schema=False)
+async def resolve_by_token_alias(request: Request, token: str) -> Response:
+    return await _resolve(request, token)

@@ -1,0 +1,163 @@
+"""Runs: create (idempotent), read, list, cancel, resolve an interrupt."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import Response
+
+from tether.engine.engine import IdempotencyClaim, Principal
+from tether.errors import Conflict, Forbidden, InvalidInput, NotFound
+from tether.openwop.deps import body_schema, host_of, json_body, parse_model, require
+from tether.openwop.models import (
+    ERRORS,
+    CancelRequest,
+    CreateRunRequest,
+    CreateRunResponse,
+    ResolveRequest,
+    ResolveResponse,
+    StatusResponse,
+)
+from tether.openwop.responses import json_response
+from tether.openwop.snapshot import run_snapshot
+from tether.store.base import IdempotencyRecord, RunRow
+
+_IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._~:\-]{1,255}$")
+_RUN_ID_MAX = 128
+CREATE_SCOPE = "POST /v1/runs"
+REPLAY_HEADER = "openwop-Idempotent-Replay"
+
+router = APIRouter(tags=["runs"], responses=ERRORS)
+
+
+def _check_run_id(run_id: str) -> None:
+    if len(run_id) > _RUN_ID_MAX:
+        raise InvalidInput(f"a run id is at most {_RUN_ID_MAX} characters")
+
+
+def _digest(body: Any) -> str:
+    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _replay(record: IdempotencyRecord, digest: str) -> Response:
+    if record.request_digest != digest:
+        raise Conflict(
+            "this Idempotency-Key was used with a different request body",
+            code="idempotency_key_mismatch",
+            details={"idempotencyKey": record.key},
+        )
+    return json_response(record.body, record.status_code, {REPLAY_HEADER: "true"})
+
+
+@router.post("/v1/runs", status_code=201, response_model=CreateRunResponse, openapi_extra=body_schema(CreateRunRequest))
+async def create_run(request: Request, principal: Principal = Depends(require("runs:create"))) -> Response:
+    """Start a run. Answered 201 only once the run and its first event are on disk."""
+    host = host_of(request)
+    raw = await json_body(request)
+    body: CreateRunRequest = parse_model(CreateRunRequest, raw)
+    if body.tenantId is not None and body.tenantId != principal.tenant:
+        raise Forbidden("tenantId names a tenant this API key does not belong to")
+    if body.callbackUrl is not None:
+        raise InvalidInput("callbackUrl is not supported by this host: outbound calls need the egress guard", details={"field": "callbackUrl"})
+    key = request.headers.get("idempotency-key")
+    claim = None
+    digest = _digest(raw)
+    if key is not None:
+        if not _IDEMPOTENCY_KEY.match(key):
+            raise InvalidInput("Idempotency-Key must be 1-255 URL-safe characters")
+        existing = await host.store.get_idempotency(principal.tenant, CREATE_SCOPE, key)
+        if existing is not None:
+            return _replay(existing, digest)
+        claim = IdempotencyClaim(CREATE_SCOPE, key, digest)
+    base = host.settings.base_url
+
+    def respond(row: RunRow) -> dict[str, Any]:
+        return {
+            "runId": row.run_id,
+            "status": row.status,
+            "eventsUrl": f"{base}/v1/runs/{row.run_id}/events",
+            "statusUrl": f"{base}/v1/runs/{row.run_id}",
+        }
+
+    metadata = dict(body.metadata)
+    if body.configurable is not None:
+        metadata["configurable"] = body.configurable
+    created = await host.engine.create_run(
+        principal, body.workflowId, body.inputs, tags=body.tags, metadata=metadata, idempotency=claim, respond=respond
+    )
+    if created.replayed is not None:
+        return _replay(created.replayed, digest)
+    return json_response(created.body, 201)
+
+
+@router.get("/v1/runs")
+async def list_runs(
+    request: Request,
+    status: str | None = None,
+    workflowId: str | None = Query(default=None, max_length=128),
+    limit: int = Query(default=50, ge=1, le=500),
+    cursor: str | None = Query(default=None, max_length=256),
+    principal: Principal = Depends(require("runs:read")),
+) -> Response:
+    """Runs of the caller's tenant, newest first; ``nextCursor`` pages on."""
+    host = host_of(request)
+    before = None
+    if cursor:
+        try:
+            before = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        except ValueError as exc:
+            raise InvalidInput("cursor is not one this host issued") from exc
+    rows = await host.store.list_runs(principal.tenant, status=status, workflow_id=workflowId, limit=limit + 1, before=before)
+    next_cursor = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        next_cursor = base64.urlsafe_b64encode(rows[-1].run_id.encode()).rstrip(b"=").decode()
+    return json_response({"runs": [run_snapshot(r, host.signer, principal) for r in rows], "nextCursor": next_cursor})
+
+
+async def load_run(request: Request, run_id: str, principal: Principal) -> RunRow:
+    _check_run_id(run_id)
+    row = await host_of(request).store.get_run(run_id, principal.tenant)
+    if row is None:
+        raise NotFound(f"no run {run_id!r}", details={"runId": run_id})
+    return row
+
+
+@router.get("/v1/runs/{run_id}")
+async def get_run(request: Request, run_id: str, principal: Principal = Depends(require("runs:read"))) -> Response:
+    """The run's live snapshot (with a signed token for its pending interrupt)."""
+    row = await load_run(request, run_id, principal)
+    return json_response(run_snapshot(row, host_of(request).signer, principal))
+
+
+async def _cancel(request: Request, run_id: str, principal: Principal) -> Response:
+    _check_run_id(run_id)
+    raw = await json_body(request, required=False)
+    body: CancelRequest = parse_model(CancelRequest, raw if raw is not None else {})
+    row = await host_of(request).engine.cancel(principal, run_id, body.reason)
+    return json_response({"runId": row.run_id, "status": row.status})
+
+
+@router.post("/v1/runs/{run_id}/cancel", response_model=StatusResponse, openapi_extra=body_schema(CancelRequest))
+async def cancel_run(request: Request, run_id: str, principal: Principal = Depends(require("runs:cancel"))) -> Response:
+    """Cancel: a waiting run ends at once (``cancelled``), a running one goes through ``cancelling``."""
+    return await _cancel(request, run_id, principal)
+
+
+@router.post("/v1/runs/{run_id}:cancel", include_in_schema=False)
+async def cancel_run_alias(request: Request, run_id: str, principal: Principal = Depends(require("runs:cancel"))) -> Response:
+    return await _cancel(request, run_id, principal)
+
+
+@router.post("/v1/runs/{run_id}/interrupts/{node_id}", response_model=ResolveResponse, openapi_extra=body_schema(ResolveRequest))
+async def resolve_interrupt(request: Request, run_id: str, node_id: str, principal: Principal = Depends(require("approvals:respond"))) -> Response:
+    """Answer the run's pending approval, clarification or external event at ``node_id``."""
+    _check_run_id(run_id)
+    body: ResolveRequest = parse_model(ResolveRequest, await json_body(request))
+    row = await host_of(request).engine.resolve(principal, run_id, node_id, body.resumeValue)
+    return json_response({"runId": row.run_id, "nodeId": node_id, "status": row.status})

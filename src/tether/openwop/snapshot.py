@@ -1,0 +1,58 @@
+"""A run row as the RunSnapshot of ``GET /v1/runs/{id}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.engine import clock
+from tether.engine.engine import ENGINE_VERSION, Principal
+from tether.openwop.tokens import TokenSigner
+from tether.store.base import RunRow
+
+
+def interrupt_deadline(interrupt: dict[str, Any]) -> float | None:
+    if not interrupt.get("timeoutMs"):
+        return None
+    return clock.parse(interrupt["requestedAt"]).timestamp() + interrupt["timeoutMs"] / 1000
+
+
+def run_snapshot(row: RunRow, signer: TokenSigner, principal: Principal | None) -> dict[str, Any]:
+    state = row.state
+    snap: dict[str, Any] = {
+        "runId": row.run_id,
+        "workflowId": row.workflow_id,
+        "status": row.status,
+        "owner": state.get("owner", {"tenant": row.tenant}),
+        "createdAt": row.created_at,
+        "updatedAt": row.updated_at,
+        "nodeStates": state.get("nodeStates", {}),
+        "variables": state.get("variables", {}),
+        "tags": state.get("tags", []),
+        "metadata": state.get("metadata", {}),
+        "engineVersion": ENGINE_VERSION,
+        "eventLogSchemaVersion": 1,
+        "lastSequence": row.last_sequence,
+    }
+    for name in ("startedAt", "completedAt", "currentNodeId", "outputs"):
+        if state.get(name) is not None:
+            snap[name] = state[name]
+    error = state.get("error")
+    if error:
+        snap["error"] = {k: error[k] for k in ("code", "message", "details") if k in error}
+    interrupt = state.get("interrupt")
+    if interrupt:
+        intent = "resolve" if principal is None or principal.can("approvals:respond") else "inspect"
+        token = signer.mint(row.run_id, interrupt["nodeId"], interrupt["interruptId"], intent=intent, deadline=interrupt_deadline(interrupt))
+        snap["interrupt"] = {
+            "kind": interrupt["kind"],
+            "nodeId": interrupt["nodeId"],
+            "interruptId": interrupt["interruptId"],
+            "interruptToken": token,
+            "key": interrupt["key"],
+            "data": interrupt["data"],
+            "requestedAt": interrupt["requestedAt"],
+            **({"timeoutMs": interrupt["timeoutMs"]} if interrupt.get("timeoutMs") else {}),
+        }
+        if state.get("askExchanges", {}).get(interrupt["nodeId"]):
+            snap["interrupt"]["askExchanges"] = state["askExchanges"][interrupt["nodeId"]]
+    return snap

@@ -1,0 +1,39 @@
+"""Workflows this host can run."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from tether.engine.engine import Principal
+from tether.openwop.deps import host_of, require
+from tether.openwop.models import ERRORS
+from tether.openwop.responses import json_response
+
+router = APIRouter(tags=["workflows"], responses=ERRORS)
+
+
+@router.get("/v1/workflows")
+async def list_workflows(request: Request, principal: Principal = Depends(require("manifest:read"))) -> Response:
+    """Every loaded workflow, and whether this engine can execute it."""
+    entries = host_of(request).registry.entries()
+    return json_response({
+        "workflows": [
+            {
+                "id": e.workflow.id,
+                "name": e.workflow.name,
+                "version": e.workflow.version,
+                "description": e.workflow.description,
+                "source": e.source,
+                "executable": e.executable,
+                "problems": list(e.problems),
+            }
+            for e in entries
+        ]
+    })
+
+
+@router.get("/v1/workflows/{workflow_id}")
+async def get_workflow(request: Request, workflow_id: str, principal: Principal = Depends(require("manifest:read"))) -> Response:
+    """The definition, verbatim as it was loaded."""
+    return json_response(host_of(request).registry.get(workflow_id).workflow.raw)

@@ -1,0 +1,35 @@
+"""Host settings: one value object built by the CLI (or tests) and handed to the app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    data_dir: Path = Path(".tether")
+    database_url: str | None = None
+    workflows_dir: Path | None = None
+    seed_fixtures: Path | None = None
+    public_url: str | None = None
+    max_body_bytes: int = 1024 * 1024
+    default_skill: str = "echo"
+    a2a_request_timeout: float = 30.0
+    enable_test_seams: bool = False
+    keepalive_seconds: float = 15.0
+    interrupt_token_ttl: float = 1800.0
+    key_cache_seconds: float = 2.0
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        """The URL callers reach this host at (``--public-url``, else the bind address)."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"

@@ -1,0 +1,19 @@
+"""Storage: one interface (``Store``), an embedded SQLite implementation, more to come."""
+
+from tether.store.base import Commit, EventRow, IdempotencyRecord, KeyRow, RunRow, Store, WorkflowRow
+
+__all__ = ["Commit", "EventRow", "IdempotencyRecord", "KeyRow", "RunRow", "Store", "WorkflowRow", "open_store"]
+
+
+def open_store(*, data_dir: str | None = None, database_url: str | None = None) -> Store:
+    """Build the store a setting names: a ``postgresql://`` URL, else SQLite in ``data_dir``."""
+    if database_url and not database_url.startswith("sqlite:"):
+        raise ValueError(f"unsupported --database-url {database_url!r}: this build stores in SQLite only")
+    from pathlib import Path
+
+    from tether.store.sqlite import SqliteStore
+
+    if database_url:
+        return SqliteStore(Path(database_url.removeprefix("sqlite:").removeprefix("//")))
+    assert data_dir is not None
+    return SqliteStore(Path(data_dir) / "tether.db")

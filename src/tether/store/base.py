@@ -1,0 +1,155 @@
+"""The storage interface the engine, HTTP layer and CLI depend on, and its records.
+
+A run's event log is the source of truth; the run row is a projection of it that is
+written in the same transaction as the events that change it (``Commit``). Writes are
+optimistic: a commit names the sequence it expects the run to be at, and loses with
+``SequenceConflict`` when someone else appended first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(slots=True)
+class RunRow:
+    """The current projection of one run (``state`` is the folded snapshot)."""
+
+    run_id: str
+    tenant: str
+    workflow_id: str
+    status: str
+    last_sequence: int
+    state: dict[str, Any]
+    created_at: str
+    updated_at: str
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+@dataclass(slots=True)
+class EventRow:
+    """One committed RunEventDoc, kept as the JSON bytes that were written."""
+
+    run_id: str
+    sequence: int
+    doc_json: bytes
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        value: dict[str, Any] = orjson.loads(self.doc_json)
+        return value
+
+
+@dataclass(slots=True)
+class IdempotencyRecord:
+    """A claimed (tenant, scope, key) and the response it produced."""
+
+    tenant: str
+    scope: str
+    key: str
+    request_digest: str
+    run_id: str | None
+    status_code: int
+    body: dict[str, Any]
+    created_at: str
+
+
+@dataclass(slots=True)
+class KeyRow:
+    """An API key as stored: never the raw secret, only its hash."""
+
+    key_id: str
+    name: str
+    tenant: str
+    scopes: list[str]
+    secret_hash: str
+    created_at: str
+    revoked_at: str | None = None
+
+
+@dataclass(slots=True)
+class WorkflowRow:
+    """A workflow definition stored verbatim (seeded fixtures)."""
+
+    workflow_id: str
+    definition: dict[str, Any]
+    source: str
+    updated_at: str
+
+
+@dataclass(slots=True)
+class Commit:
+    """Everything one state transition writes, atomically.
+
+    ``expected_sequence`` is the run's ``last_sequence`` the transition was decided on;
+    ``None`` creates the run. ``idempotency`` claims a key in the same transaction, so a
+    duplicate request can never create a second run.
+    """
+
+    run: RunRow
+    events: list[EventRow]
+    expected_sequence: int | None
+    idempotency: IdempotencyRecord | None = None
+    extras: list[Any] = field(default_factory=list)
+
+
+class IdempotencyClaimed(Exception):
+    """The idempotency key of a commit was claimed before; nothing was written."""
+
+    def __init__(self, existing: IdempotencyRecord) -> None:
+        super().__init__(f"idempotency key {existing.scope}:{existing.key} already claimed")
+        self.existing = existing
+
+
+class Store(Protocol):
+    """What every storage backend provides. Each call is its own transaction."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def commit(self, commit: Commit) -> None:
+        """Write a transition; raises SequenceConflict or IdempotencyClaimed and writes nothing."""
+        ...
+
+    async def get_run(self, run_id: str, tenant: str | None = None) -> RunRow | None: ...
+
+    async def list_runs(
+        self,
+        tenant: str,
+        *,
+        status: str | None = None,
+        workflow_id: str | None = None,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> list[RunRow]: ...
+
+    async def active_runs(self) -> list[RunRow]:
+        """Every non-terminal run, for recovery at start."""
+        ...
+
+    async def read_events(self, run_id: str, after: int = -1, limit: int = 1000) -> list[EventRow]: ...
+
+    async def get_idempotency(self, tenant: str, scope: str, key: str) -> IdempotencyRecord | None: ...
+
+    async def insert_key(self, key: KeyRow) -> None: ...
+
+    async def get_key(self, key_id: str) -> KeyRow | None: ...
+
+    async def list_keys(self) -> list[KeyRow]: ...
+
+    async def revoke_key(self, name: str, revoked_at: str) -> bool: ...
+
+    async def put_workflow(self, row: WorkflowRow) -> bool:
+        """Store a definition; returns False when the identical one was already there."""
+        ...
+
+    async def list_workflows(self) -> list[WorkflowRow]: ...

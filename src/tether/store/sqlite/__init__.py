@@ -1,0 +1,5 @@
+"""The embedded SQLite store."""
+
+from tether.store.sqlite.store import SqliteStore
+
+__all__ = ["SqliteStore"]

@@ -1,0 +1,396 @@
+"""SQLite store: WAL, fsync'd commits, one writer thread that groups commits.
+
+Every write is a job handed to the writer thread. The thread takes all jobs waiting in
+its queue, runs each inside its own SAVEPOINT of one transaction and commits once, so
+many concurrent requests share one fsync (group commit). A job that fails (a lost
+compare-and-swap, a claimed idempotency key) rolls back to its savepoint alone and
+writes nothing. Reads run on a small pool of reader connections, which WAL lets run
+beside the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from tether.errors import SequenceConflict, StoreUnavailable
+from tether.store._queries import load_queries
+from tether.store.base import (
+    Commit,
+    EventRow,
+    IdempotencyClaimed,
+    IdempotencyRecord,
+    KeyRow,
+    RunRow,
+    WorkflowRow,
+)
+
+_HERE = Path(__file__).parent
+Q = load_queries(_HERE / "queries.sql")
+MIGRATIONS_DIR = _HERE / "migrations"
+T = TypeVar("T")
+_STOP = object()
+_MAX_BATCH = 512
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def apply_migrations(conn: sqlite3.Connection) -> list[int]:
+    """Apply numbered migrations not yet applied; returns the versions applied now."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+    done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+    applied = []
+    for file in sorted(MIGRATIONS_DIR.glob("*.sql")):
+        version = int(file.name.split("_", 1)[0])
+        if version in done:
+            continue
+        script = file.read_text(encoding="utf-8")
+        try:
+            conn.executescript(
+                f"BEGIN IMMEDIATE;\n{script}\n;INSERT INTO schema_migrations (version, applied_at) "
+                f"VALUES ({version:d}, datetime('now'));\nCOMMIT;"
+            )
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        applied.append(version)
+    return applied
+
+
+class _Job:
+    __slots__ = ("fn", "future", "loop")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], Any], future: asyncio.Future[Any], loop: asyncio.AbstractEventLoop):
+        self.fn = fn
+        self.future = future
+        self.loop = loop
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def _run_row(row: tuple[Any, ...]) -> RunRow:
+    return RunRow(row[0], row[1], row[2], row[3], row[4], orjson.loads(row[5]), row[6], row[7])
+
+
+def _key_row(row: tuple[Any, ...]) -> KeyRow:
+    return KeyRow(row[0], row[1], row[2], orjson.loads(row[3]), row[4], row[5], row[6])
+
+
+def _idem_row(row: tuple[Any, ...]) -> IdempotencyRecord:
+    return IdempotencyRecord(row[0], row[1], row[2], row[3], row[4], row[5], orjson.loads(row[6]), row[7])
+
+
+class SqliteStore:
+    """The embedded default store (one file, WAL, synchronous=FULL)."""
+
+    def __init__(self, path: Path, *, readers: int = 4) -> None:
+        self.path = path
+        self._readers = readers
+        self._state = "unopened"
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.path)!r}, state={self._state})"
+
+    # lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._state != "unopened":
+            raise RuntimeError(f"cannot open a store that is {self._state}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = _connect(self.path)
+        apply_migrations(conn)
+        ready = threading.Event()
+        self._writer = threading.Thread(target=self._write_loop, args=(conn, ready), name="tether-sqlite-writer", daemon=True)
+        self._writer.start()
+        ready.wait()
+        self._pool = ThreadPoolExecutor(max_workers=self._readers, thread_name_prefix="tether-sqlite-reader")
+        self._state = "open"
+
+    async def close(self) -> None:
+        if self._state != "open":
+            self._state = "closed"
+            return
+        self._state = "closed"
+        self._queue.put(_STOP)
+        if self._writer is not None:
+            await asyncio.to_thread(self._writer.join)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        with self._conns_lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
+
+    async def __aenter__(self) -> SqliteStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # the writer ------------------------------------------------------------------------
+
+    def _write_loop(self, conn: sqlite3.Connection, ready: threading.Event) -> None:
+        ready.set()
+        try:
+            while True:
+                first = self._queue.get()
+                if first is _STOP:
+                    return
+                batch: list[_Job] = [first]
+                stop = False
+                while len(batch) < _MAX_BATCH:
+                    try:
+                        job = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if job is _STOP:
+                        stop = True
+                        break
+                    batch.append(job)
+                self._write_batch(conn, batch)
+                if stop:
+                    return
+        finally:
+            conn.close()
+
+    def _write_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in batch:
+                conn.execute("SAVEPOINT job")
+                try:
+                    result = job.fn(conn)
+                except Exception as exc:  # one job's refusal must not undo the others
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    outcomes.append((None, exc))
+                else:
+                    conn.execute("RELEASE job")
+                    outcomes.append((result, None))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            error = StoreUnavailable(f"SQLite write failed: {exc}")
+            error.__cause__ = exc
+            outcomes = [(None, error) for _ in batch]
+        for job, (result, error) in zip(batch, outcomes):
+            job.loop.call_soon_threadsafe(_settle, job.future, result, error)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._state != "open":
+            raise StoreUnavailable(f"the store is {self._state}")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put(_Job(fn, future, loop))
+        return await future
+
+    # readers ---------------------------------------------------------------------------
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _connect(self.path)
+            self._local.conn = conn
+            with self._conns_lock:
+                self._reader_conns.append(conn)
+        return conn
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._state != "open" or self._pool is None:
+            raise StoreUnavailable(f"the store is {self._state}")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: fn(self._reader()))
+
+    # runs and events -------------------------------------------------------------------
+
+    async def commit(self, commit: Commit) -> None:
+        run = commit.run
+        run_params = {
+            "run_id": run.run_id,
+            "tenant": run.tenant,
+            "workflow_id": run.workflow_id,
+            "status": run.status,
+            "last_sequence": run.last_sequence,
+            "state": orjson.dumps(run.state),
+            "created_at": run.created_at,
+            "updated_at": run.updated_at,
+            "expected_sequence": commit.expected_sequence,
+        }
+
+        def write(conn: sqlite3.Connection) -> None:
+            if commit.idempotency is not None:
+                claim = commit.idempotency
+                existing = conn.execute(Q["get_idempotency"], (claim.tenant, claim.scope, claim.key)).fetchone()
+                if existing is not None:
+                    raise IdempotencyClaimed(_idem_row(existing))
+                conn.execute(
+                    Q["insert_idempotency"],
+                    {
+                        "tenant": claim.tenant,
+                        "scope": claim.scope,
+                        "key": claim.key,
+                        "request_digest": claim.request_digest,
+                        "run_id": claim.run_id,
+                        "status_code": claim.status_code,
+                        "body": orjson.dumps(claim.body),
+                        "created_at": claim.created_at,
+                    },
+                )
+            if commit.expected_sequence is None:
+                conn.execute(Q["insert_run"], run_params)
+            else:
+                cursor = conn.execute(Q["update_run"], run_params)
+                if cursor.rowcount != 1:
+                    raise SequenceConflict(run.run_id)
+            conn.executemany(
+                Q["insert_event"],
+                [{"run_id": e.run_id, "sequence": e.sequence, "doc": e.doc_json} for e in commit.events],
+            )
+
+        await self._write(write)
+
+    async def get_run(self, run_id: str, tenant: str | None = None) -> RunRow | None:
+        def read(conn: sqlite3.Connection) -> RunRow | None:
+            if tenant is None:
+                row = conn.execute(Q["get_run"], (run_id,)).fetchone()
+            else:
+                row = conn.execute(Q["get_run_for_tenant"], (run_id, tenant)).fetchone()
+            return None if row is None else _run_row(row)
+
+        return await self._read(read)
+
+    async def list_runs(
+        self,
+        tenant: str,
+        *,
+        status: str | None = None,
+        workflow_id: str | None = None,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> list[RunRow]:
+        clauses = ["tenant = ?"]
+        params: list[Any] = [tenant]
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        if workflow_id is not None:
+            clauses.append("workflow_id = ?")
+            params.append(workflow_id)
+        if before is not None:
+            clauses.append("run_id < ?")
+            params.append(before)
+        params.append(limit)
+        sql = (
+            "SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at FROM runs "
+            f"WHERE {' AND '.join(clauses)} ORDER BY run_id DESC LIMIT ?"
+        )
+        return await self._read(lambda conn: [_run_row(r) for r in conn.execute(sql, params)])
+
+    async def active_runs(self) -> list[RunRow]:
+        return await self._read(lambda conn: [_run_row(r) for r in conn.execute(Q["active_runs"])])
+
+    async def read_events(self, run_id: str, after: int = -1, limit: int = 1000) -> list[EventRow]:
+        def read(conn: sqlite3.Connection) -> list[EventRow]:
+            return [EventRow(r[0], r[1], bytes(r[2])) for r in conn.execute(Q["read_events"], (run_id, after, limit))]
+
+        return await self._read(read)
+
+    # idempotency -----------------------------------------------------------------------
+
+    async def get_idempotency(self, tenant: str, scope: str, key: str) -> IdempotencyRecord | None:
+        def read(conn: sqlite3.Connection) -> IdempotencyRecord | None:
+            row = conn.execute(Q["get_idempotency"], (tenant, scope, key)).fetchone()
+            return None if row is None else _idem_row(row)
+
+        return await self._read(read)
+
+    # keys --------------------------------------------------------------------------------
+
+    async def insert_key(self, key: KeyRow) -> None:
+        params = {
+            "key_id": key.key_id,
+            "name": key.name,
+            "tenant": key.tenant,
+            "scopes": orjson.dumps(key.scopes).decode(),
+            "secret_hash": key.secret_hash,
+            "created_at": key.created_at,
+            "revoked_at": key.revoked_at,
+        }
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["insert_key"], params)
+
+        try:
+            await self._write(write)
+        except sqlite3.IntegrityError as exc:
+            from tether.errors import Conflict
+
+            raise Conflict(f"an active key named {key.name!r} already exists", code="key_exists") from exc
+
+    async def get_key(self, key_id: str) -> KeyRow | None:
+        def read(conn: sqlite3.Connection) -> KeyRow | None:
+            row = conn.execute(Q["get_key"], (key_id,)).fetchone()
+            return None if row is None else _key_row(row)
+
+        return await self._read(read)
+
+    async def list_keys(self) -> list[KeyRow]:
+        return await self._read(lambda conn: [_key_row(r) for r in conn.execute(Q["list_keys"])])
+
+    async def revoke_key(self, name: str, revoked_at: str) -> bool:
+        return await self._write(lambda conn: conn.execute(Q["revoke_key"], (revoked_at, name)).rowcount > 0)
+
+    # workflows ---------------------------------------------------------------------------
+
+    async def put_workflow(self, row: WorkflowRow) -> bool:
+        definition = orjson.dumps(row.definition, option=orjson.OPT_SORT_KEYS)
+
+        def write(conn: sqlite3.Connection) -> bool:
+            existing = conn.execute(Q["get_workflow"], (row.workflow_id,)).fetchone()
+            if existing is not None and orjson.dumps(orjson.loads(existing[1]), option=orjson.OPT_SORT_KEYS) == definition:
+                return False
+            conn.execute(
+                Q["upsert_workflow"],
+                {"workflow_id": row.workflow_id, "definition": orjson.dumps(row.definition), "source": row.source, "updated_at": row.updated_at},
+            )
+            return True
+
+        return await self._write(write)
+
+    async def list_workflows(self) -> list[WorkflowRow]:
+        def read(conn: sqlite3.Connection) -> list[WorkflowRow]:
+            return [WorkflowRow(r[0], orjson.loads(r[1]), r[2], r[3]) for r in conn.execute(Q["list_workflows"])]
+
+        return await self._read(read)
