@@ -1,0 +1,1 @@
+"""The workflow engine: definitions, expressions and (elsewhere) the runner that executes them."""

@@ -1,0 +1,15 @@
+"""Suite-wide test setup: make the helper modules beside this file importable.
+
+Test packages carry no ``__init__.py``, so ``tests/`` itself is not a package; putting it
+on ``sys.path`` lets any test write ``from schemas import openwop_validator`` whatever
+pytest's import mode.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_TESTS_DIR = str(Path(__file__).resolve().parent)
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
