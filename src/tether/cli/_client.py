@@ -1,0 +1,162 @@
+"""A thin synchronous client for the host's REST API, just enough for the CLI.
+
+It exists so CLI commands see two outcomes only: parsed JSON, or an exception that already
+says what went wrong in the host's own words (``HostError``, from the error envelope) or
+that the host could not be reached at all (``HostUnreachable``). Kept apart from the
+commands so they stay a list of calls, and from the official client so the CLI can show
+Tether-specific fields (``interrupt``, ``nextCursor``) without waiting for it to learn them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+# The host sends an SSE keep-alive at least every 30 s, so a silent minute means it is gone.
+_STREAM_READ_TIMEOUT = 75.0
+
+
+class HostError(Exception):
+    """The host answered with a non-2xx status; carries its error envelope."""
+
+    def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{message} ({code}, HTTP {status})")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+
+class HostUnreachable(Exception):
+    """No HTTP answer at all: refused connection, DNS failure, timeout, dropped socket."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot reach {url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+def segment(value: str) -> str:
+    """Quote one path segment, so an odd run id cannot change the route it is sent to."""
+    return quote(value, safe="")
+
+
+def _error_from(response: httpx.Response) -> HostError:
+    """Build a HostError from the ``{"error","message","details"}`` envelope, or whatever came back."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        details = body.get("details")
+        return HostError(
+            response.status_code,
+            body["error"],
+            str(body.get("message") or body["error"]),
+            details if isinstance(details, dict) else None,
+        )
+    text = response.text.strip().splitlines()[0][:200] if response.text.strip() else ""
+    return HostError(response.status_code, "http_error", text or response.reason_phrase or "request failed")
+
+
+def parse_sse(lines: Iterable[str]) -> Iterator[tuple[str | None, str]]:
+    """Split an SSE line stream into ``(event, data)`` frames; comments (keep-alives) are skipped.
+
+    Follows the EventSource rules the host relies on: multiple ``data:`` lines join with
+    newlines, one leading space after the colon is dropped, a blank line ends a frame, and
+    an unterminated last frame is discarded.
+    """
+    event: str | None = None
+    data: list[str] = []
+    for raw in lines:
+        line = raw.rstrip("\r")
+        if line == "":
+            if data:
+                yield event, "\n".join(data)
+            event, data = None, []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+
+
+class HostClient:
+    """``HostClient(url, key)``: GET/POST JSON with a bearer key; use as a context manager."""
+
+    def __init__(self, url: str, key: str | None, *, timeout: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Accept": "application/json", "User-Agent": "tether-cli"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, transport=transport)
+
+    def __enter__(self) -> HostClient:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None) -> Any:
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            response = self._http.request(method, path, params=query, json=body if method != "GET" else None)
+        except httpx.TransportError as exc:
+            raise HostUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+        if not response.is_success:
+            raise _error_from(response)
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise HostError(response.status_code, "invalid_response", "the host answered with something that is not JSON") from exc
+
+    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """GET ``path``; ``None``-valued params are left out of the query."""
+        return self._send("GET", path, params=params)
+
+    def post(self, path: str, body: Any = None) -> Any:
+        """POST ``body`` as JSON (``{}`` when none: the host's bodies are objects)."""
+        return self._send("POST", path, body={} if body is None else body)
+
+    def stream_events(self, run_id: str, stream_mode: str = "debug") -> Iterator[dict[str, Any]]:
+        """Yield a run's events from its SSE stream until the host closes it.
+
+        The host replays the log from the start, then tails it, and closes the stream after
+        the terminal event. ``event: batch`` frames (a JSON array) are flattened; frames
+        whose data is not a JSON object are skipped, as the official client does.
+        """
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+        timeout = httpx.Timeout(30.0, read=_STREAM_READ_TIMEOUT)
+        path = f"/v1/runs/{segment(run_id)}/events"
+        try:
+            with self._http.stream("GET", path, params={"streamMode": stream_mode}, headers=headers, timeout=timeout) as response:
+                if not response.is_success:
+                    response.read()
+                    raise _error_from(response)
+                for _event, data in parse_sse(response.iter_lines()):
+                    try:
+                        value = json.loads(data)
+                    except ValueError:
+                        continue
+                    for item in value if isinstance(value, list) else [value]:
+                        if isinstance(item, dict):
+                            yield item
+        except httpx.TransportError as exc:
+            raise HostUnreachable(self.url, str(exc) or type(exc).__name__) from exc

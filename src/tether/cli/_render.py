@@ -1,0 +1,273 @@
+"""How the CLI shows keys, workflows, runs and events: pure functions of plain data.
+
+Kept apart from the commands so what an operator reads can be unit-tested from literal
+snapshot dicts, without a host. Everything that came from the host or the store is wrapped
+in ``rich.text.Text`` before it reaches a table, so a workflow named ``[red]x`` is shown as
+written instead of being read as console markup. Summaries are plain text for the same
+reason, and because operators paste them into tickets.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from rich import box
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from tether.store.base import KeyRow
+
+# Event types that end a run: once one is seen there is nothing more to wait for.
+TERMINAL_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"})
+
+_PAYLOAD_WIDTH = 100
+_UNBOUNDED = 10_000
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print at the table's natural width even when the terminal (or a pipe's 80) is narrower.
+
+    Rich would otherwise squeeze columns to ellipses or to nothing; an operator would
+    rather see a wrapped line than a run id that cannot be pasted into the next command.
+    """
+    natural = Measurement.get(console, console.options.update_width(_UNBOUNDED), table).maximum
+    if natural > console.width:
+        console.width = natural
+    console.print(table)
+
+
+def to_text(renderable: RenderableType, width: int = 80) -> str:
+    """Render to a plain string (no colour) the way the CLI prints it, for tests."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False)
+    if isinstance(renderable, Table):
+        print_table(console, renderable)
+    else:
+        console.print(renderable)
+    return buffer.getvalue()
+
+
+def _table(title: str) -> Table:
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+
+
+def when(value: Any) -> str:
+    """An ISO timestamp shortened for a table cell: ``2024-05-01 12:00:03Z`` (UTC, no millis)."""
+    if not isinstance(value, str) or not value:
+        return ""
+    text = value.replace("T", " ")
+    if "." in text:
+        head, _, tail = text.partition(".")
+        zone = tail.lstrip("0123456789")
+        text = head + zone
+    return text
+
+
+def short_json(value: Any, limit: int = _PAYLOAD_WIDTH) -> str:
+    """Compact one-line JSON, cut at ``limit`` characters with an ellipsis."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
+def _cell(value: Any) -> Text:
+    return Text("" if value is None else str(value))
+
+
+# --- keys --------------------------------------------------------------------------------
+
+
+def scopes_label(scopes: Collection[str], all_scopes: Collection[str] = ()) -> str:
+    """``all`` when a key holds every scope (the usual case), else the scopes in order."""
+    if all_scopes and set(scopes) == set(all_scopes):
+        return "all"
+    return ", ".join(scopes)
+
+
+def keys_table(rows: Iterable[KeyRow], all_scopes: Collection[str] = ()) -> Table:
+    """Name, tenant, scopes, created, revoked. Never the hash: it is a credential's fingerprint."""
+    table = _table("API keys")
+    table.add_column("name", no_wrap=True)
+    table.add_column("tenant", no_wrap=True)
+    table.add_column("scopes", overflow="fold")
+    table.add_column("created", no_wrap=True)
+    table.add_column("revoked", no_wrap=True)
+    for row in rows:
+        table.add_row(
+            _cell(row.name),
+            _cell(row.tenant),
+            _cell(scopes_label(row.scopes, all_scopes)),
+            _cell(when(row.created_at)),
+            _cell(when(row.revoked_at) if row.revoked_at else "-"),
+        )
+    return table
+
+
+# --- workflows ---------------------------------------------------------------------------
+
+
+def workflows_table(workflows: Iterable[Mapping[str, Any]]) -> Table:
+    """The host's catalogue; a workflow it cannot run says why in ``problems``."""
+    table = _table("Workflows")
+    table.add_column("id", no_wrap=True)
+    table.add_column("name")
+    table.add_column("version", no_wrap=True)
+    table.add_column("source", overflow="fold")
+    table.add_column("executable", no_wrap=True)
+    table.add_column("problems", overflow="fold")
+    for wf in workflows:
+        problems = wf.get("problems") or []
+        table.add_row(
+            _cell(wf.get("id")),
+            _cell(wf.get("name")),
+            _cell(wf.get("version")),
+            _cell(wf.get("source")),
+            _cell("yes" if wf.get("executable") else "no"),
+            _cell("; ".join(str(p) for p in problems)),
+        )
+    return table
+
+
+# --- runs --------------------------------------------------------------------------------
+
+
+def interrupt_data(interrupt: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a pending interrupt asks: Tether puts it under ``data``, other hosts under ``payload``."""
+    if not interrupt:
+        return {}
+    data = interrupt.get("data")
+    if not isinstance(data, dict):
+        data = interrupt.get("payload")
+        if isinstance(data, dict) and isinstance(data.get("data"), dict):
+            data = data["data"]
+    return dict(data) if isinstance(data, dict) else {}
+
+
+def waiting_for(snapshot: Mapping[str, Any]) -> str:
+    """``approval @ gate`` while a run is suspended, else empty."""
+    interrupt = snapshot.get("interrupt")
+    if not isinstance(interrupt, dict):
+        return ""
+    kind = interrupt.get("kind") or "interrupt"
+    node = interrupt.get("nodeId") or snapshot.get("currentNodeId")
+    return f"{kind} @ {node}" if node else str(kind)
+
+
+def updated_at(snapshot: Mapping[str, Any]) -> Any:
+    """The latest moment a snapshot records (hosts differ in which fields they carry)."""
+    for field in ("updatedAt", "completedAt", "startedAt", "createdAt"):
+        if snapshot.get(field):
+            return snapshot[field]
+    return None
+
+
+def runs_table(runs: Iterable[Mapping[str, Any]]) -> Table:
+    """One row per run: id, workflow, status, what it waits for, started, updated."""
+    table = _table("Runs")
+    table.add_column("run", no_wrap=True)
+    table.add_column("workflow", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("waiting for", overflow="fold")
+    table.add_column("started", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
+    for run in runs:
+        table.add_row(
+            _cell(run.get("runId")),
+            _cell(run.get("workflowId")),
+            _cell(run.get("status")),
+            _cell(waiting_for(run)),
+            _cell(when(run.get("startedAt") or run.get("createdAt"))),
+            _cell(when(updated_at(run))),
+        )
+    return table
+
+
+def _indent(text: str, prefix: str = "    ") -> list[str]:
+    return [prefix + line for line in text.splitlines()]
+
+
+def _interrupt_lines(run_id: str, interrupt: Mapping[str, Any]) -> list[str]:
+    kind = interrupt.get("kind") or "interrupt"
+    node = interrupt.get("nodeId")
+    data = interrupt_data(interrupt)
+    lines = [f"waiting for {kind} at node {node!r}" if node else f"waiting for {kind}"]
+    if data.get("title"):
+        lines.append(f"  title:       {data['title']}")
+    if data.get("description"):
+        lines.append(f"  description: {data['description']}")
+    if interrupt.get("requestedAt"):
+        lines.append(f"  requested:   {when(interrupt['requestedAt'])}")
+    if kind == "approval":
+        actions = data.get("actions") or []
+        if actions:
+            lines.append(f"  actions:     {', '.join(str(a) for a in actions)}")
+        if data.get("artifactData") not in (None, {}, []):
+            lines.append(f"  artifact:    {short_json(data['artifactData'])}")
+        lines.append(f"  approve with: tether runs approve {run_id} [--comment TEXT]")
+        lines.append(f"  reject with:  tether runs reject {run_id} [--comment TEXT]")
+    elif kind == "clarification":
+        questions = [q for q in data.get("questions") or [] if isinstance(q, dict)]
+        for question in questions:
+            lines.append(f"  {question.get('id')}: {question.get('question')}")
+        if questions:
+            flags = " ".join(f"--answer {q.get('id')}=VALUE" for q in questions)
+            lines.append(f"  answer with: tether runs answer {run_id} {flags}")
+    elif data:
+        lines.append(f"  data:        {short_json(data)}")
+    return lines
+
+
+def run_summary(snapshot: Mapping[str, Any]) -> str:
+    """A readable account of one run: where it is, what it waits for, how it ended."""
+    run_id = str(snapshot.get("runId", "?"))
+    lines = [
+        f"run:          {run_id}",
+        f"workflow:     {snapshot.get('workflowId', '?')}",
+        f"status:       {snapshot.get('status', '?')}",
+    ]
+    if snapshot.get("currentNodeId"):
+        lines.append(f"current node: {snapshot['currentNodeId']}")
+    if snapshot.get("startedAt"):
+        lines.append(f"started:      {when(snapshot['startedAt'])}")
+    if snapshot.get("completedAt"):
+        lines.append(f"finished:     {when(snapshot['completedAt'])}")
+    interrupt = snapshot.get("interrupt")
+    if isinstance(interrupt, dict):
+        lines.append("")
+        lines += _interrupt_lines(run_id, interrupt)
+    error = snapshot.get("error")
+    if isinstance(error, dict):
+        lines.append("")
+        lines.append(f"error: {error.get('message', '')} ({error.get('code', 'unknown')})")
+        if error.get("details"):
+            lines.append(f"  details: {short_json(error['details'])}")
+    outputs = snapshot.get("outputs")
+    if outputs:
+        lines.append("")
+        lines.append("outputs:")
+        lines += _indent(json.dumps(outputs, indent=2, ensure_ascii=False, default=str), "  ")
+    return "\n".join(lines)
+
+
+# --- events ------------------------------------------------------------------------------
+
+
+def event_line(event: Mapping[str, Any]) -> str:
+    """``  12  12:00:03.120  node.completed        gate  {"outputs":…}``: one event, one line."""
+    sequence = event.get("sequence")
+    timestamp = event.get("timestamp")
+    clock = timestamp.partition("T")[2].rstrip("Z") if isinstance(timestamp, str) and "T" in timestamp else str(timestamp or "")
+    payload = event.get("payload")
+    if isinstance(payload, dict):
+        payload = {k: v for k, v in payload.items() if k not in ("nodeId", "runId")}
+    node = event.get("nodeId") or "-"
+    shown = short_json(payload) if payload not in (None, {}) else ""
+    seq = f"{sequence:>4}" if isinstance(sequence, int) else f"{sequence!s:>4}"
+    return f"{seq}  {clock:<12}  {event.get('type', '?'):<22}  {node:<12}  {shown}".rstrip()

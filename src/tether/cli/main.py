@@ -1,0 +1,477 @@
+"""The ``tether`` command: a thin list of commands over the store, auth and REST API.
+
+Every failure a command can meet ends the same way, in ``TetherCli.invoke``: one
+``error: ...`` line on stderr and a stable exit status (1: refused or failed, 2: the host
+or a required argument is missing), so scripts can branch on it and humans read one line
+instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rich.console import Console
+
+from tether.cli import _render as render
+from tether.cli._client import DEFAULT_URL, HostClient, HostError, HostUnreachable, segment
+from tether.errors import TetherError
+from tether.store.base import Store
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_FAILED = 1
+EXIT_UNREACHABLE = 2
+
+
+def _fail(message: str, status: int = EXIT_FAILED) -> NoReturn:
+    click.echo(message, err=True)
+    raise click.exceptions.Exit(status)
+
+
+class TetherCli(click.Group):
+    """The root group: turns the errors commands may raise into one stderr line and an exit status."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HostError as exc:
+            _fail(f"error: {exc.message} ({exc.code}, HTTP {exc.status})")
+        except HostUnreachable as exc:
+            _fail(
+                f"error: cannot reach Tether at {exc.url} ({exc.reason}); is `tether serve` running there? "
+                "(set --url or TETHER_URL)",
+                EXIT_UNREACHABLE,
+            )
+        except TetherError as exc:
+            _fail(f"error: {exc.message}")
+
+
+def _console() -> Console:
+    # Built per call so output goes to whatever sys.stdout is now (CliRunner swaps it).
+    return Console(highlight=False)
+
+
+# --- shared options ------------------------------------------------------------------------
+
+
+def host_options(command: F) -> F:
+    """``--url`` and ``--key`` for commands that talk to a running host."""
+    command = click.option(
+        "--key",
+        envvar="TETHER_API_KEY",
+        show_envvar=True,
+        help="API key (tk_...) sent as 'Authorization: Bearer'.",
+    )(command)
+    command = click.option(
+        "--url",
+        envvar="TETHER_URL",
+        default=DEFAULT_URL,
+        show_default=True,
+        show_envvar=True,
+        help="Base URL of the Tether host.",
+    )(command)
+    return command
+
+
+def store_options(command: F) -> F:
+    """``--data-dir`` and ``--database-url`` for commands that open the store directly."""
+    command = click.option(
+        "--database-url",
+        envvar="TETHER_DATABASE_URL",
+        show_envvar=True,
+        help="Database URL (sqlite:PATH); overrides --data-dir.",
+    )(command)
+    command = click.option(
+        "--data-dir",
+        envvar="TETHER_DATA_DIR",
+        default=".tether",
+        show_default=True,
+        show_envvar=True,
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Directory holding the host's data (tether.db).",
+    )(command)
+    return command
+
+
+def _with_store(data_dir: Path, database_url: str | None, operation: Callable[[Store], Awaitable[T]]) -> T:
+    """Open the store, run one operation, close it: the CLI's whole relationship with storage."""
+    from tether.store import open_store
+
+    try:
+        store = open_store(data_dir=str(data_dir), database_url=database_url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--database-url'") from exc
+
+    async def run() -> T:
+        await store.open()
+        try:
+            return await operation(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def _client(url: str, key: str | None) -> HostClient:
+    return HostClient(url, key)
+
+
+# --- root ----------------------------------------------------------------------------------
+
+
+@click.group(cls=TetherCli, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="tether", prog_name="tether")
+def cli() -> None:
+    """Tether: a host for OpenWOP workflows whose runs are durable A2A tasks."""
+
+
+def main() -> None:
+    """Console-script entry point (``tether``, ``python -m tether``)."""
+    cli(prog_name="tether")
+
+
+# --- serve ---------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
+@store_options
+@click.option(
+    "--workflows",
+    "workflows_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Extra directory of workflow JSON files to load beside the bundled ones.",
+)
+@click.option("--public-url", help="URL callers reach this host at (used in links and the agent card).")
+@click.option(
+    "--seed-fixtures",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Directory of OpenWOP fixture workflows to store at start (idempotent).",
+)
+@click.option("--max-body-bytes", default=1024 * 1024, show_default=True, type=click.IntRange(min=1), help="Largest request body accepted.")
+@click.option("--default-skill", default="echo", show_default=True, help="Workflow an A2A message without a skill runs.")
+@click.option(
+    "--a2a-request-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a blocking A2A message/send waits for the run.",
+)
+@click.option("--enable-test-seams", is_flag=True, help="Serve the conformance suite's test seams (never in production).")
+def serve(
+    host: str,
+    port: int,
+    data_dir: Path,
+    database_url: str | None,
+    workflows_dir: Path | None,
+    public_url: str | None,
+    seed_fixtures: Path | None,
+    max_body_bytes: int,
+    default_skill: str,
+    a2a_request_timeout: float,
+    enable_test_seams: bool,
+) -> None:
+    """Run the host until SIGTERM or Ctrl-C."""
+    from tether.app import serve as run_host
+    from tether.settings import Settings
+
+    run_host(
+        Settings(
+            host=host,
+            port=port,
+            data_dir=data_dir,
+            database_url=database_url,
+            workflows_dir=workflows_dir,
+            seed_fixtures=seed_fixtures,
+            public_url=public_url,
+            max_body_bytes=max_body_bytes,
+            default_skill=default_skill,
+            a2a_request_timeout=a2a_request_timeout,
+            enable_test_seams=enable_test_seams,
+        )
+    )
+
+
+# --- keys ----------------------------------------------------------------------------------
+
+
+@cli.group()
+def keys() -> None:
+    """Create, list and revoke API keys.
+
+    Works on the store directly, so it needs no key of its own; a running host sees the
+    change within seconds.
+    """
+
+
+def _scopes_option(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str]:
+    from tether.auth.keys import parse_scopes
+
+    try:
+        return parse_scopes(value)
+    except TetherError as exc:
+        raise click.BadParameter(exc.message, ctx=ctx, param=param) from exc
+
+
+@keys.command("create")
+@click.option("--name", required=True, help="Unique name among active keys (e.g. ci-bot).")
+@click.option("--tenant", default="default", show_default=True, help="Tenant the key acts for.")
+@click.option(
+    "--scopes",
+    callback=_scopes_option,
+    help='Comma-separated scopes, e.g. "runs:read,runs:create" (default: all scopes).',
+)
+@store_options
+def keys_create(name: str, tenant: str, scopes: list[str], data_dir: Path, database_url: str | None) -> None:
+    """Create a key and print it once; only its hash is stored. The raw key is the last line."""
+    from tether.auth.keys import create_key
+
+    raw = _with_store(data_dir, database_url, lambda store: create_key(store, name, tenant, scopes))
+    click.echo(f"created key {name!r} for tenant {tenant!r} with scopes: {', '.join(scopes)}")
+    click.echo("store it now: it cannot be shown again")
+    click.echo(raw)
+
+
+@keys.command("list")
+@store_options
+def keys_list(data_dir: Path, database_url: str | None) -> None:
+    """List keys (never their secrets or hashes)."""
+    from tether.auth.keys import ALL_SCOPES
+
+    rows = _with_store(data_dir, database_url, lambda store: store.list_keys())
+    if not rows:
+        click.echo("no API keys yet; create one with: tether keys create --name NAME")
+        return
+    render.print_table(_console(), render.keys_table(rows, ALL_SCOPES))
+
+
+@keys.command("revoke")
+@click.argument("name")
+@store_options
+def keys_revoke(name: str, data_dir: Path, database_url: str | None) -> None:
+    """Revoke the active key NAME; a running host refuses it within seconds."""
+    from tether.engine.clock import now_iso
+
+    revoked = _with_store(data_dir, database_url, lambda store: store.revoke_key(name, now_iso()))
+    if not revoked:
+        _fail(f"error: no active key named {name!r} (see: tether keys list)")
+    click.echo(f"revoked key {name!r}")
+
+
+# --- workflows -----------------------------------------------------------------------------
+
+
+@cli.group()
+def workflows() -> None:
+    """List the host's workflows, or validate a workflow file locally."""
+
+
+@workflows.command("list")
+@host_options
+def workflows_list(url: str, key: str | None) -> None:
+    """Workflows the running host has loaded, and whether it can execute each."""
+    with _client(url, key) as client:
+        body = client.get("/v1/workflows")
+    items = body.get("workflows", []) if isinstance(body, dict) else []
+    if not items:
+        click.echo("the host has no workflows loaded")
+        return
+    render.print_table(_console(), render.workflows_table(items))
+
+
+@workflows.command("validate")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def workflows_validate(file: Path) -> None:
+    """Check FILE against the workflow schema and what this engine can run (no host needed)."""
+    from tether.engine.nodes import SUPPORTED_TYPE_IDS
+    from tether.engine.workflow import executability_problems, load_workflow_file
+    from tether.errors import WorkflowInvalid
+
+    try:
+        wf = load_workflow_file(file)
+    except WorkflowInvalid as exc:
+        errors = (exc.details or {}).get("errors") or [{"path": "", "message": exc.message}]
+        click.echo(f"{file}: invalid ({len(errors)} error{'s' if len(errors) != 1 else ''})", err=True)
+        for error in errors:
+            where = f"{error.get('path')}: " if error.get("path") else ""
+            click.echo(f"  {where}{error.get('message')}", err=True)
+        raise click.exceptions.Exit(EXIT_FAILED) from None
+    problems = executability_problems(wf, SUPPORTED_TYPE_IDS)
+    if problems:
+        click.echo(f"{file}: valid, but this host cannot run it", err=True)
+        for problem in problems:
+            click.echo(f"  {problem}", err=True)
+        raise click.exceptions.Exit(EXIT_FAILED)
+    click.echo(f"{file}: valid ({wf.id} {wf.version}, {len(wf.nodes)} node{'s' if len(wf.nodes) != 1 else ''})")
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+@cli.group()
+def runs() -> None:
+    """Inspect runs and answer what they wait for.
+
+    Talks to a running host through its REST API (--url, --key).
+    """
+
+
+def _run_path(run_id: str, *rest: str) -> str:
+    return "/".join(["/v1/runs", segment(run_id), *rest])
+
+
+@runs.command("list")
+@click.option("--status", help="Only runs in this status (e.g. waiting-approval).")
+@click.option("--workflow", "workflow_id", help="Only runs of this workflow id.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
+@click.option("--cursor", help="Page on from a previous listing's cursor.")
+@host_options
+def runs_list(status: str | None, workflow_id: str | None, limit: int, cursor: str | None, url: str, key: str | None) -> None:
+    """The tenant's runs, newest first."""
+    with _client(url, key) as client:
+        body = client.get("/v1/runs", {"status": status, "workflowId": workflow_id, "limit": limit, "cursor": cursor})
+    items = body.get("runs", []) if isinstance(body, dict) else []
+    if not items:
+        click.echo("no runs")
+        return
+    render.print_table(_console(), render.runs_table(items))
+    if isinstance(body, dict) and body.get("nextCursor"):
+        click.echo(f"more: tether runs list --cursor {body['nextCursor']}")
+
+
+@runs.command("get")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw RunSnapshot.")
+@host_options
+def runs_get(run_id: str, as_json: bool, url: str, key: str | None) -> None:
+    """Where RUN_ID is, what it waits for, and how it ended."""
+    import json
+
+    with _client(url, key) as client:
+        snapshot = client.get(_run_path(run_id))
+    if as_json:
+        click.echo(json.dumps(snapshot, indent=2, ensure_ascii=False))
+    else:
+        click.echo(render.run_summary(snapshot))
+
+
+@runs.command("events")
+@click.argument("run_id")
+@click.option("--follow/--no-follow", default=False, show_default=True, help="Tail the live stream until the run ends.")
+@host_options
+def runs_events(run_id: str, follow: bool, url: str, key: str | None) -> None:
+    """Print RUN_ID's events, one line each.
+
+    Columns: sequence, time, type, node, payload.
+    """
+    with _client(url, key) as client:
+        if follow:
+            for event in client.stream_events(run_id, "debug"):
+                click.echo(render.event_line(event))
+            return
+        params: dict[str, Any] = {"timeout": 1}
+        while True:
+            page = client.get(_run_path(run_id, "events", "poll"), params)
+            events = page.get("events", []) if isinstance(page, dict) else []
+            for event in events:
+                click.echo(render.event_line(event))
+            if not events or page.get("isComplete"):
+                return
+            params["lastSequence"] = events[-1].get("sequence")
+
+
+def _pending_interrupt(client: HostClient, run_id: str, status: str, what: str) -> str:
+    """The node to resolve at, after checking the run really waits for ``what``."""
+    snapshot = client.get(_run_path(run_id))
+    if not isinstance(snapshot, dict):
+        snapshot = {}
+    interrupt = snapshot.get("interrupt")
+    actual = snapshot.get("status", "?")
+    if actual == status and isinstance(interrupt, dict) and interrupt.get("nodeId"):
+        return str(interrupt["nodeId"])
+    _fail(f"error: run {run_id} is not waiting for {what} (status: {actual})")
+
+
+def _resolve(client: HostClient, run_id: str, node_id: str, resume_value: dict[str, Any]) -> dict[str, Any]:
+    result = client.post(_run_path(run_id, "interrupts", segment(node_id)), {"resumeValue": resume_value})
+    return result if isinstance(result, dict) else {}
+
+
+def _decide(action: str, run_id: str, comment: str | None, url: str, key: str | None) -> None:
+    resume: dict[str, Any] = {"action": action}
+    if comment is not None:
+        resume["feedback"] = comment
+    with _client(url, key) as client:
+        node_id = _pending_interrupt(client, run_id, "waiting-approval", "an approval")
+        result = _resolve(client, run_id, node_id, resume)
+    verb = "accepted" if action == "accept" else "rejected"
+    click.echo(f"{verb} run {run_id} at node {node_id!r}; run is now {result.get('status', '?')}")
+
+
+@runs.command("approve")
+@click.argument("run_id")
+@click.option("--comment", help="Feedback recorded with the decision.")
+@host_options
+def runs_approve(run_id: str, comment: str | None, url: str, key: str | None) -> None:
+    """Accept the approval gate RUN_ID waits at."""
+    _decide("accept", run_id, comment, url, key)
+
+
+@runs.command("reject")
+@click.argument("run_id")
+@click.option("--comment", help="Feedback recorded with the decision.")
+@host_options
+def runs_reject(run_id: str, comment: str | None, url: str, key: str | None) -> None:
+    """Reject the approval gate RUN_ID waits at."""
+    _decide("reject", run_id, comment, url, key)
+
+
+def _answers_option(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    answers: dict[str, str] = {}
+    for item in values:
+        question, sep, answer = item.partition("=")
+        if not sep or not question:
+            raise click.BadParameter(f"{item!r} should read ID=VALUE", ctx=ctx, param=param)
+        answers[question] = answer
+    return answers
+
+
+@runs.command("answer")
+@click.argument("run_id")
+@click.option(
+    "--answer",
+    "answers",
+    multiple=True,
+    required=True,
+    callback=_answers_option,
+    metavar="ID=VALUE",
+    help="Answer to one question (repeat for each).",
+)
+@host_options
+def runs_answer(run_id: str, answers: dict[str, str], url: str, key: str | None) -> None:
+    """Answer the clarification RUN_ID waits for."""
+    with _client(url, key) as client:
+        node_id = _pending_interrupt(client, run_id, "waiting-input", "input")
+        result = _resolve(client, run_id, node_id, {"answers": answers})
+    click.echo(f"answered run {run_id} at node {node_id!r}; run is now {result.get('status', '?')}")
+
+
+@runs.command("cancel")
+@click.argument("run_id")
+@click.option("--reason", help="Why, recorded on run.cancelled.")
+@host_options
+def runs_cancel(run_id: str, reason: str | None, url: str, key: str | None) -> None:
+    """Cancel RUN_ID.
+
+    A waiting run ends at once; a running one goes through cancelling.
+    """
+    with _client(url, key) as client:
+        result = client.post(_run_path(run_id, "cancel"), {"reason": reason} if reason else {})
+    status = result.get("status", "?") if isinstance(result, dict) else "?"
+    click.echo(f"run {run_id}: {status}")
