@@ -9,6 +9,7 @@ keeps nothing that is not on disk: a restart re-reads every unfinished run and c
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,7 +27,11 @@ from tether.engine.state import CANCEL_REQUESTED, TERMINAL, WAITING, evolve, ini
 from tether.engine.workflow import WorkflowDefinition, validate_inputs
 from tether.errors import Conflict, InvalidInput, NotFound, SequenceConflict, Unprocessable
 from tether.ids import new_id
-from tether.store.base import Commit, EventRow, IdempotencyClaimed, IdempotencyRecord, RunRow, Store
+from tether.store.base import Commit, EventRow, Extra, IdempotencyClaimed, IdempotencyRecord, RunRow, Store
+
+#: Called with (run before, run after, the events) for every commit; what it returns is
+#: written in the same transaction (task records, outbox rows). It must be pure.
+Projector = Callable[[RunRow | None, RunRow, list[dict[str, Any]]], list[Extra]]
 
 log = logging.getLogger("tether.engine")
 
@@ -118,6 +123,7 @@ class Engine:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._stopping = False
+        self.projectors: list[Projector] = []
         self.on_commit: list[Callable[[RunRow, list[dict[str, Any]]], None]] = []
 
     # lifecycle -------------------------------------------------------------------------
@@ -149,8 +155,14 @@ class Engine:
 
     # commits ---------------------------------------------------------------------------
 
-    async def _commit(self, batch: _Batch, idempotency: IdempotencyRecord | None = None, *, new: bool = False) -> RunRow:
+    async def _commit(
+        self, batch: _Batch, idempotency: IdempotencyRecord | None = None, *, new: bool = False, extras: list[Extra] | None = None
+    ) -> RunRow:
         commit = batch.commit(idempotency, new=new)
+        before = None if new else batch.row
+        for projector in self.projectors:
+            commit.extras.extend(projector(before, commit.run, batch.docs))
+        commit.extras.extend(extras or [])
         await self.store.commit(commit)
         self.notifier.publish(commit.run.run_id)
         for hook in self.on_commit:
@@ -158,7 +170,11 @@ class Engine:
         return commit.run
 
     async def _transition(
-        self, tenant: str | None, run_id: str, decide: Callable[[RunRow, _Batch], Awaitable[Any] | Any]
+        self,
+        tenant: str | None,
+        run_id: str,
+        decide: Callable[[RunRow, _Batch], Awaitable[Any] | Any],
+        extras: list[Extra] | None = None,
     ) -> tuple[RunRow, Any]:
         """Read, decide, commit; on a lost race read and decide again."""
         for _ in range(_MAX_RETRIES):
@@ -172,7 +188,7 @@ class Engine:
             if not batch.docs:
                 return row, result
             try:
-                return await self._commit(batch), result
+                return await self._commit(batch, extras=extras), result
             except SequenceConflict:
                 continue
         raise Conflict(f"run {run_id} is changing too fast; try again", code="run_busy")
@@ -191,6 +207,7 @@ class Engine:
         idempotency: IdempotencyClaim | None = None,
         respond: Callable[[RunRow], dict[str, Any]] | None = None,
         status_code: int = 201,
+        extras: list[Extra] | None = None,
     ) -> Created:
         """Validate, then write the run and its ``run.started`` in one fsync'd transaction."""
         try:
@@ -224,7 +241,7 @@ class Engine:
         if idempotency is not None:
             record = IdempotencyRecord(principal.tenant, idempotency.scope, idempotency.key, idempotency.request_digest, run_id, status_code, body, now)
         try:
-            run = await self._commit(batch, record, new=True)
+            run = await self._commit(batch, record, new=True, extras=extras)
         except IdempotencyClaimed as claimed:
             existing = await self.store.get_run(claimed.existing.run_id or "", principal.tenant)
             if existing is None:
@@ -245,7 +262,7 @@ class Engine:
             return
         task = asyncio.create_task(self._drive(run_id), name=f"tether-drive-{run_id}")
         self._drivers[run_id] = task
-        task.add_done_callback(lambda t, r=run_id: self._driver_done(r, t))
+        task.add_done_callback(functools.partial(self._driver_done, run_id))
 
     def _driver_done(self, run_id: str, task: asyncio.Task[None]) -> None:
         if self._drivers.get(run_id) is task:
@@ -440,7 +457,16 @@ class Engine:
 
     # resolving interrupts ----------------------------------------------------------------
 
-    async def resolve(self, principal: Principal, run_id: str, node_id: str, resume_value: Any, *, interrupt_id: str | None = None) -> RunRow:
+    async def resolve(
+        self,
+        principal: Principal,
+        run_id: str,
+        node_id: str,
+        resume_value: Any,
+        *,
+        interrupt_id: str | None = None,
+        extras: list[Extra] | None = None,
+    ) -> RunRow:
         """Resolve the run's pending interrupt at ``node_id``; exactly one resolution wins."""
 
         def decide(row: RunRow, batch: _Batch) -> None:
@@ -456,7 +482,7 @@ class Engine:
                 raise NotFound(f"run {run_id} is not waiting at node {node_id!r}", code="interrupt_not_found", details={"runId": run_id, "nodeId": node_id})
             _resolution(batch, interrupt, resume_value, principal)
 
-        row, _ = await self._transition(principal.tenant if interrupt_id is None else None, run_id, decide)
+        row, _ = await self._transition(principal.tenant if interrupt_id is None else None, run_id, decide, extras)
         for resolved in row.state.get("resolvedInterrupts", []):
             timer = self._timers.pop(resolved.get("interruptId"), None)
             if timer is not None:
@@ -534,7 +560,7 @@ def _resolution(batch: _Batch, interrupt: dict[str, Any], resume_value: Any, pri
         batch.add("approval.received", {"nodeId": node_id, **resume}, node_id)
         batch.add("node.resumed", {"nodeId": node_id, "interruptId": interrupt_id, "resumeValue": resume}, node_id)
         if decision.action == "reject":
-            error = {"code": "approval_rejected", "message": f"approval gate {node_id!r} was rejected by {principal.name}"}
+            error: dict[str, Any] = {"code": "approval_rejected", "message": f"approval gate {node_id!r} was rejected by {principal.name}"}
             if "feedback" in decision.fields:
                 error["details"] = {"feedback": decision.fields["feedback"]}
             batch.add("node.failed", {"nodeId": node_id, "error": error, "attempts": 1}, node_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -15,7 +17,7 @@ from tether.openwop.tokens import TokenClaims
 router = APIRouter(tags=["interrupts"], responses=ERRORS)
 
 
-async def _live(request: Request, token: str) -> tuple[TokenClaims, dict[str, object]]:
+async def _live(request: Request, token: str) -> tuple[TokenClaims, dict[str, Any]]:
     host = host_of(request)
     claims = host.signer.verify(token)
     row = await host.store.get_run(claims.run_id)
@@ -29,7 +31,7 @@ async def _live(request: Request, token: str) -> tuple[TokenClaims, dict[str, ob
 async def inspect_interrupt(request: Request, token: str) -> Response:
     """What the interrupt asks (no API key: the token is the credential)."""
     _, interrupt = await _live(request, token)
-    body = {k: interrupt[k] for k in ("kind", "key", "data", "nodeId", "interruptId", "requestedAt") if k in interrupt}
+    body: dict[str, Any] = {k: interrupt[k] for k in ("kind", "key", "data", "nodeId", "interruptId", "requestedAt") if k in interrupt}
     if interrupt.get("timeoutMs"):
         body["timeoutMs"] = interrupt["timeoutMs"]
     return json_response(body)

@@ -13,7 +13,7 @@ from tether.store.base import RunRow
 def interrupt_deadline(interrupt: dict[str, Any]) -> float | None:
     if not interrupt.get("timeoutMs"):
         return None
-    return clock.parse(interrupt["requestedAt"]).timestamp() + interrupt["timeoutMs"] / 1000
+    return float(clock.parse(interrupt["requestedAt"]).timestamp() + interrupt["timeoutMs"] / 1000)
 
 
 def run_snapshot(row: RunRow, signer: TokenSigner, principal: Principal | None) -> dict[str, Any]:

@@ -86,6 +86,31 @@ class WorkflowRow:
 
 
 @dataclass(slots=True)
+class TaskRecord:
+    """The persisted A2ATaskState of an A2A-backed run; upserted with the run's events."""
+
+    task_id: str
+    tenant: str
+    principal: str
+    context_id: str
+    record: dict[str, Any]
+    updated_at: str
+
+
+@dataclass(slots=True)
+class TaskMessage:
+    """One A2A message exchanged on a task (its ``history``), in arrival order."""
+
+    task_id: str
+    message_id: str
+    message: dict[str, Any]
+    created_at: str
+
+
+Extra = TaskRecord | TaskMessage
+
+
+@dataclass(slots=True)
 class Commit:
     """Everything one state transition writes, atomically.
 
@@ -98,7 +123,7 @@ class Commit:
     events: list[EventRow]
     expected_sequence: int | None
     idempotency: IdempotencyRecord | None = None
-    extras: list[Any] = field(default_factory=list)
+    extras: list[Extra] = field(default_factory=list)
 
 
 class IdempotencyClaimed(Exception):
@@ -153,3 +178,7 @@ class Store(Protocol):
         ...
 
     async def list_workflows(self) -> list[WorkflowRow]: ...
+
+    async def get_task(self, task_id: str, tenant: str | None = None) -> TaskRecord | None: ...
+
+    async def list_task_messages(self, task_id: str) -> list[dict[str, Any]]: ...

@@ -68,3 +68,25 @@ ON CONFLICT (workflow_id) DO UPDATE SET definition = excluded.definition, source
 -- name: list_workflows
 -- Every stored definition.
 SELECT workflow_id, definition, source, updated_at FROM workflows ORDER BY workflow_id;
+
+-- name: upsert_task
+-- Write a task's A2ATaskState (it is a projection: the newest commit wins).
+INSERT INTO a2a_tasks (task_id, tenant, principal, context_id, record, updated_at)
+VALUES (:task_id, :tenant, :principal, :context_id, :record, :updated_at)
+ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at;
+
+-- name: get_task
+-- One task record.
+SELECT task_id, tenant, principal, context_id, record, updated_at FROM a2a_tasks WHERE task_id = ?;
+
+-- name: get_task_for_tenant
+-- One task record, only if it belongs to the tenant.
+SELECT task_id, tenant, principal, context_id, record, updated_at FROM a2a_tasks WHERE task_id = ? AND tenant = ?;
+
+-- name: insert_task_message
+-- Append a message to a task's history.
+INSERT INTO a2a_messages (task_id, message_id, message, created_at) VALUES (:task_id, :message_id, :message, :created_at);
+
+-- name: list_task_messages
+-- A task's history, oldest first.
+SELECT message FROM a2a_messages WHERE task_id = ? ORDER BY seq;

@@ -30,6 +30,8 @@ from tether.store.base import (
     IdempotencyRecord,
     KeyRow,
     RunRow,
+    TaskMessage,
+    TaskRecord,
     WorkflowRow,
 )
 
@@ -202,9 +204,9 @@ class SqliteStore:
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            error = StoreUnavailable(f"SQLite write failed: {exc}")
-            error.__cause__ = exc
-            outcomes = [(None, error) for _ in batch]
+            failure = StoreUnavailable(f"SQLite write failed: {exc}")
+            failure.__cause__ = exc
+            outcomes = [(None, failure) for _ in batch]
         for job, (result, error) in zip(batch, outcomes):
             job.loop.call_soon_threadsafe(_settle, job.future, result, error)
 
@@ -278,6 +280,26 @@ class SqliteStore:
                 Q["insert_event"],
                 [{"run_id": e.run_id, "sequence": e.sequence, "doc": e.doc_json} for e in commit.events],
             )
+            for extra in commit.extras:
+                if isinstance(extra, TaskRecord):
+                    conn.execute(
+                        Q["upsert_task"],
+                        {
+                            "task_id": extra.task_id,
+                            "tenant": extra.tenant,
+                            "principal": extra.principal,
+                            "context_id": extra.context_id,
+                            "record": orjson.dumps(extra.record),
+                            "updated_at": extra.updated_at,
+                        },
+                    )
+                elif isinstance(extra, TaskMessage):
+                    conn.execute(
+                        Q["insert_task_message"],
+                        {"task_id": extra.task_id, "message_id": extra.message_id, "message": orjson.dumps(extra.message), "created_at": extra.created_at},
+                    )
+                else:
+                    raise TypeError(f"unknown commit extra {type(extra).__name__}")
 
         await self._write(write)
 
@@ -392,5 +414,23 @@ class SqliteStore:
     async def list_workflows(self) -> list[WorkflowRow]:
         def read(conn: sqlite3.Connection) -> list[WorkflowRow]:
             return [WorkflowRow(r[0], orjson.loads(r[1]), r[2], r[3]) for r in conn.execute(Q["list_workflows"])]
+
+        return await self._read(read)
+
+    # A2A tasks ---------------------------------------------------------------------------
+
+    async def get_task(self, task_id: str, tenant: str | None = None) -> TaskRecord | None:
+        def read(conn: sqlite3.Connection) -> TaskRecord | None:
+            if tenant is None:
+                row = conn.execute(Q["get_task"], (task_id,)).fetchone()
+            else:
+                row = conn.execute(Q["get_task_for_tenant"], (task_id, tenant)).fetchone()
+            return None if row is None else TaskRecord(row[0], row[1], row[2], row[3], orjson.loads(row[4]), row[5])
+
+        return await self._read(read)
+
+    async def list_task_messages(self, task_id: str) -> list[dict[str, Any]]:
+        def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            return [orjson.loads(r[0]) for r in conn.execute(Q["list_task_messages"], (task_id,))]
 
         return await self._read(read)
