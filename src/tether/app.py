@@ -6,12 +6,14 @@ and middleware. Nothing else constructs these, and nothing here is global.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import secrets
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -100,6 +102,7 @@ def build_app(settings: Settings) -> FastAPI:
                 yield
             finally:
                 await engine.stop()
+                print("tether: stopped; every acknowledged run is on disk", flush=True)
         finally:
             await store.close()
 
@@ -124,6 +127,18 @@ def serve(settings: Settings) -> None:
     """Run the host until SIGTERM or SIGINT (graceful: in-flight state is already on disk)."""
     import uvicorn
 
+    class Server(uvicorn.Server):
+        """uvicorn's server, but a handled SIGTERM/SIGINT ends with exit status 0."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -137,4 +152,4 @@ def serve(settings: Settings) -> None:
         timeout_graceful_shutdown=5,
         lifespan="on",
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    Server(config).run(sockets=[sock])

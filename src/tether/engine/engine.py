@@ -289,10 +289,8 @@ class Engine:
             except NotFound as exc:  # its workflow is no longer loaded: fail it, loudly
                 await self._fail_unrunnable(row, exc.message)
                 return
-            if wait is None:
-                continue
-            if wait is False:
-                return
+            if wait is None or wait is False:
+                continue  # re-read: a waiting run arms its gate's deadline, a finished one ends
             await self._sleep(run_id, wait)
 
     async def _step(self, row: RunRow) -> float | bool | None:
@@ -428,10 +426,10 @@ class Engine:
         deadline = clock.parse(interrupt["requestedAt"]) + _ms(interrupt["timeoutMs"])
         delay = max((deadline - clock.now()).total_seconds(), 0.0)
         loop = asyncio.get_running_loop()
-        self._timers[interrupt_id] = loop.call_later(delay, self._spawn, self._expire(row.run_id, interrupt_id))
+        self._timers[interrupt_id] = loop.call_later(delay, self._fire_timeout, row.run_id, interrupt_id)
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+    def _fire_timeout(self, run_id: str, interrupt_id: str) -> None:
+        task = asyncio.create_task(self._expire(run_id, interrupt_id), name=f"tether-timeout-{interrupt_id}")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

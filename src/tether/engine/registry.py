@@ -38,7 +38,13 @@ class WorkflowRegistry:
 
     def add(self, workflows: Iterable[WorkflowDefinition], source: str) -> None:
         for wf in workflows:
-            self._entries[wf.id] = Entry(wf, source, tuple(executability_problems(wf, SUPPORTED_TYPE_IDS)))
+            problems = executability_problems(wf, SUPPORTED_TYPE_IDS)
+            problems += [
+                f"node {n.id!r} is pinned to an agent, and this host has no agent surface"
+                for n in wf.nodes
+                if n.agent is not None and not n.disabled
+            ]
+            self._entries[wf.id] = Entry(wf, source, tuple(problems))
 
     def add_raw(self, definition: dict[str, object], source: str) -> WorkflowDefinition:
         wf = load_workflow(definition)

@@ -1,0 +1,76 @@
+"""Seeding the conformance fixtures, honest advertisement, expiring tokens, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness import HostProcess, wait_until
+from schemas import fixtures_dir
+
+RUNNABLE = {
+    "conformance-approval-timeout",
+    "conformance-approval-timeout-approve",
+    "conformance-approval-reject-routed",
+    "conformance-subworkflow-input-mapping",
+    "conformance-dispatch-input-mapping",
+    "conformance-dispatch-output-mapping",
+    "conformance-dispatch-cross-worker-handoff",
+}
+
+
+def test_seeded_fixtures_are_stored_once_and_listed_honestly(start_host) -> None:  # type: ignore[no-untyped-def]
+    host: HostProcess = start_host("--seed-fixtures", str(fixtures_dir()))
+    key = host.dev_key
+    advertised = set(host.http().get("/.well-known/openwop").json()["fixtures"])
+    assert advertised == RUNNABLE, "cycles (loopback) and agent-pinned fixtures cannot really run here"
+    verbatim = json.loads((fixtures_dir() / "conformance-approval-reject-routed.json").read_text())
+    assert host.http(key).get("/v1/workflows/conformance-approval-reject-routed").json() == verbatim
+    loopback = host.http(key).post("/v1/runs", json={"workflowId": "conformance-approval-reject-loopback"})
+    assert loopback.status_code == 400 and loopback.json()["error"] == "capability_not_provided"
+    assert "cycle" in loopback.json()["message"]
+
+    host.kill()
+    host.args = []  # no --seed-fixtures: what was seeded is still there
+    host.start()
+    assert set(host.http().get("/.well-known/openwop").json()["fixtures"]) == RUNNABLE
+    run_id = host.http(key).post("/v1/runs", json={"workflowId": "conformance-approval-reject-routed"}).json()["runId"]
+    wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "waiting-approval", what="the gate")
+    host.http(key).post(f"/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "reject"}})
+    wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "completed", what="reject routed to on-reject")
+    states = host.http(key).get(f"/v1/runs/{run_id}").json()["nodeStates"]
+    assert states["on-reject"]["status"] == "completed" and states["on-accept"]["status"] == "skipped"
+
+
+def test_interrupt_token_expires_with_its_gate(start_host) -> None:  # type: ignore[no-untyped-def]
+    host: HostProcess = start_host("--seed-fixtures", str(fixtures_dir()))
+    key = host.dev_key
+    run_id = host.http(key).post("/v1/runs", json={"workflowId": "conformance-approval-timeout"}).json()["runId"]
+    token = wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json().get("interrupt", {}).get("interruptToken"), what="a token")
+    wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "failed", what="the gate to time out")
+    late = host.http().post(f"/v1/interrupts/{token}", json={"resumeValue": {"action": "accept"}})
+    assert late.status_code == 410 and late.json()["error"] == "interrupt_expired"
+    forged = host.http().get(f"/v1/interrupts/{token[:-4]}AAAA")
+    assert forged.status_code == 400 and forged.json()["error"] == "approval_token_invalid"
+
+
+def test_sigterm_is_graceful_and_nothing_is_lost(host: HostProcess, key: str) -> None:
+    run_id = host.http(key).post("/v1/runs", json={"workflowId": "multi-step", "inputs": {"prompt": "p"}}).json()["runId"]
+    gated = host.http(key).post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "p"}}).json()["runId"]
+    wait_until(lambda: host.http(key).get(f"/v1/runs/{gated}").json()["status"] == "waiting-approval", what="the gate")
+    assert host.stop() == 0
+    host.start()
+    wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "completed", what="the delayed run")
+    assert host.http(key).get(f"/v1/runs/{gated}").json()["status"] == "waiting-approval"
+
+
+def test_workflows_dir_adds_workflows(start_host, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    definition = json.loads((Path(__file__).parents[2] / "src/tether/workflows/echo.json").read_text())
+    definition["id"] = "my-echo"
+    (folder / "my-echo.json").write_text(json.dumps(definition))
+    host: HostProcess = start_host("--workflows", str(folder))
+    listed = {w["id"]: w for w in host.http(host.dev_key).get("/v1/workflows").json()["workflows"]}
+    assert listed["my-echo"]["source"] == "dir" and listed["my-echo"]["executable"]
+    assert {"echo", "multi-step", "approval-gated", "clarification-gated"} <= set(listed)
