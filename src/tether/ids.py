@@ -3,19 +3,36 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 
+_lock = threading.Lock()
+_last_millis = 0
+_counter = 0
+
 
 def uuid7() -> uuid.UUID:
-    """A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then random bits."""
+    """A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, a 12-bit counter, 62 random bits.
+
+    Within one process the ids strictly increase, even for ids made in the same
+    millisecond (the counter, RFC 9562 method 1) or when the clock steps back.
+    """
+    global _last_millis, _counter
     millis = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (millis & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= ((rand >> 62) & 0xFFF) << 64
-    value |= 0b10 << 62
-    value |= rand & ((1 << 62) - 1)
+    with _lock:
+        if millis <= _last_millis:
+            millis = _last_millis
+            _counter += 1
+            if _counter > 0xFFF:
+                millis += 1
+                _counter = 0
+        else:
+            _counter = int.from_bytes(os.urandom(2), "big") & 0x3FF  # room to count up
+        _last_millis = millis
+        counter = _counter
+    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value = (millis & ((1 << 48) - 1)) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | rand
     return uuid.UUID(int=value)
 
 
