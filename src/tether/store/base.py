@@ -107,7 +107,77 @@ class TaskMessage:
     created_at: str
 
 
-Extra = TaskRecord | TaskMessage
+@dataclass(slots=True)
+class Fanout:
+    """Enqueue one delivery per matching subscriber, in the transaction that causes it.
+
+    ``kind`` "a2a-push" goes to every push config of ``task_id``; "webhook" to every
+    webhook of ``tenant`` subscribed to ``event_type`` (and sharing a tag, when the
+    webhook names tags). Because the match is made inside the write, a config set or
+    deleted concurrently is either wholly in or wholly out.
+    """
+
+    kind: str
+    tenant: str
+    run_id: str
+    sequence: int
+    body: bytes
+    task_id: str | None = None
+    event_type: str | None = None
+    tags: list[str] = field(default_factory=list)
+    final: bool = False
+
+
+@dataclass(slots=True)
+class PushConfigRow:
+    """An A2A push config; its token and credentials are sealed secrets, held by id."""
+
+    task_id: str
+    config_id: str
+    tenant: str
+    url: str
+    token_fingerprint: str | None
+    token_secret: bytes | None
+    auth_schemes: list[str]
+    auth_secret: bytes | None
+    created_at: str
+
+
+@dataclass(slots=True)
+class WebhookRow:
+    webhook_id: str
+    tenant: str
+    url: str
+    events: list[str]
+    tags: list[str]
+    secret: bytes
+    secret_fingerprint: str
+    created_at: str
+
+
+@dataclass(slots=True)
+class DeliveryRow:
+    """One outbound delivery and where it stands."""
+
+    delivery_id: str
+    tenant: str
+    kind: str
+    target_id: str
+    stream_key: str
+    run_id: str
+    sequence: int
+    url: str
+    body: bytes
+    final: bool
+    status: str
+    attempts: int
+    next_attempt_at: str
+    last_error: str | None
+    created_at: str
+    updated_at: str
+
+
+Extra = TaskRecord | TaskMessage | Fanout
 
 
 @dataclass(slots=True)
@@ -182,3 +252,31 @@ class Store(Protocol):
     async def get_task(self, task_id: str, tenant: str | None = None) -> TaskRecord | None: ...
 
     async def list_task_messages(self, task_id: str) -> list[dict[str, Any]]: ...
+
+    # push configs, webhooks and the outbox
+
+    async def put_push_config(self, row: PushConfigRow) -> None: ...
+
+    async def list_push_configs(self, task_id: str) -> list[PushConfigRow]: ...
+
+    async def delete_push_config(self, task_id: str, config_id: str) -> bool: ...
+
+    async def put_webhook(self, row: WebhookRow) -> None: ...
+
+    async def get_webhook(self, webhook_id: str) -> WebhookRow | None: ...
+
+    async def delete_webhook(self, tenant: str, webhook_id: str) -> bool: ...
+
+    async def due_deliveries(self, now: str, limit: int) -> list[DeliveryRow]:
+        """Deliveries whose time has come and that head their stream (order per stream)."""
+        ...
+
+    async def next_delivery_at(self) -> str | None: ...
+
+    async def record_attempt(self, delivery_id: str, *, status: str, attempts: int, next_attempt_at: str, last_error: str | None, now: str) -> None:
+        """Store an attempt's outcome; a final push that is done discards its config's secrets."""
+        ...
+
+    async def list_deliveries(self, tenant: str | None, status: str | None, limit: int = 100) -> list[DeliveryRow]: ...
+
+    async def redeliver(self, delivery_id: str, tenant: str | None, now: str) -> bool: ...

@@ -90,3 +90,69 @@ INSERT INTO a2a_messages (task_id, message_id, message, created_at) VALUES (:tas
 -- name: list_task_messages
 -- A task's history, oldest first.
 SELECT message FROM a2a_messages WHERE task_id = ? ORDER BY seq;
+
+-- name: upsert_push_config
+-- Register (or replace) a push config of a task.
+INSERT INTO push_configs (task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, registered, created_at)
+VALUES (:task_id, :config_id, :tenant, :url, :token_fingerprint, :token_secret, :auth_schemes, :auth_secret,
+        (SELECT COALESCE(MAX(registered), 0) + 1 FROM push_configs), :created_at)
+ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, token_fingerprint = excluded.token_fingerprint,
+    token_secret = excluded.token_secret, auth_schemes = excluded.auth_schemes, auth_secret = excluded.auth_secret;
+
+-- name: list_push_configs
+-- A task's push configs, in registration order.
+SELECT task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, created_at
+FROM push_configs WHERE task_id = ? ORDER BY registered;
+
+-- name: delete_push_config
+-- Forget a push config and its sealed credentials.
+DELETE FROM push_configs WHERE task_id = ? AND config_id = ?;
+
+-- name: discard_push_secrets
+-- After a task's final push, its credentials are no longer needed: drop them.
+UPDATE push_configs SET token_secret = NULL, auth_secret = NULL WHERE task_id = ? AND config_id = ?;
+
+-- name: insert_webhook
+-- A new webhook subscription.
+INSERT INTO webhooks (webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at)
+VALUES (:webhook_id, :tenant, :url, :events, :tags, :secret, :secret_fingerprint, :created_at);
+
+-- name: get_webhook
+-- One webhook.
+SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at FROM webhooks WHERE webhook_id = ?;
+
+-- name: tenant_webhooks
+-- The webhooks of a tenant (fan-out candidates).
+SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at FROM webhooks WHERE tenant = ?;
+
+-- name: delete_webhook
+-- Unsubscribe.
+DELETE FROM webhooks WHERE tenant = ? AND webhook_id = ?;
+
+-- name: insert_delivery
+-- Enqueue one delivery.
+INSERT INTO outbox (delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, body, final, status, attempts, next_attempt_at, last_error, created_at, updated_at)
+VALUES (:delivery_id, :tenant, :kind, :target_id, :stream_key, :run_id, :sequence, :url, :body, :final, 'pending', 0, :next_attempt_at, NULL, :created_at, :created_at);
+
+-- name: due_deliveries
+-- Due pending deliveries that head their stream.
+SELECT o.delivery_id, o.tenant, o.kind, o.target_id, o.stream_key, o.run_id, o.sequence, o.url, o.body, o.final, o.status,
+       o.attempts, o.next_attempt_at, o.last_error, o.created_at, o.updated_at
+FROM outbox o
+WHERE o.status = 'pending' AND o.next_attempt_at <= ?
+  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending' AND p.stream_key = o.stream_key
+                  AND (p.sequence < o.sequence OR (p.sequence = o.sequence AND p.delivery_id < o.delivery_id)))
+ORDER BY o.next_attempt_at, o.delivery_id LIMIT ?;
+
+-- name: next_delivery_at
+-- When the worker must next wake up.
+SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'pending';
+
+-- name: record_attempt
+-- The outcome of one attempt.
+UPDATE outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ?, updated_at = ? WHERE delivery_id = ?;
+
+-- name: get_delivery
+-- One delivery.
+SELECT delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, body, final, status, attempts,
+       next_attempt_at, last_error, created_at, updated_at FROM outbox WHERE delivery_id = ?;

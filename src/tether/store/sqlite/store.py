@@ -29,11 +29,16 @@ from tether.store.base import (
     IdempotencyClaimed,
     IdempotencyRecord,
     KeyRow,
+    DeliveryRow,
+    Fanout,
+    PushConfigRow,
     RunRow,
     TaskMessage,
     TaskRecord,
+    WebhookRow,
     WorkflowRow,
 )
+from tether.ids import new_id
 
 _HERE = Path(__file__).parent
 Q = load_queries(_HERE / "queries.sql")
@@ -99,6 +104,57 @@ def _run_row(row: tuple[Any, ...]) -> RunRow:
 
 def _key_row(row: tuple[Any, ...]) -> KeyRow:
     return KeyRow(row[0], row[1], row[2], orjson.loads(row[3]), row[4], row[5], row[6])
+
+
+def _push_row(row: tuple[Any, ...]) -> PushConfigRow:
+    return PushConfigRow(row[0], row[1], row[2], row[3], row[4], row[5], orjson.loads(row[6]), row[7], row[8])
+
+
+def _webhook_row(row: tuple[Any, ...]) -> WebhookRow:
+    return WebhookRow(row[0], row[1], row[2], orjson.loads(row[3]), orjson.loads(row[4]), row[5], row[6], row[7])
+
+
+def _delivery_row(row: tuple[Any, ...]) -> DeliveryRow:
+    return DeliveryRow(
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], bytes(row[8]), bool(row[9]),
+        row[10], row[11], row[12], row[13], row[14], row[15],
+    )
+
+
+def _fan_out(conn: sqlite3.Connection, fanout: Fanout, now: str) -> None:
+    """Insert one outbox row per subscriber that matches (inside the caller's transaction)."""
+    targets: list[tuple[str, str, str]] = []  # (target id, stream key, url)
+    if fanout.kind == "a2a-push":
+        for row in conn.execute(Q["list_push_configs"], (fanout.task_id,)):
+            targets.append((row[1], f"push:{fanout.task_id}:{row[1]}", row[3]))
+    elif fanout.kind == "webhook":
+        for row in conn.execute(Q["tenant_webhooks"], (fanout.tenant,)):
+            hook = _webhook_row(row)
+            if fanout.event_type not in hook.events:
+                continue
+            if hook.tags and not set(hook.tags) & set(fanout.tags):
+                continue
+            targets.append((hook.webhook_id, f"webhook:{hook.webhook_id}:{fanout.run_id}", hook.url))
+    else:
+        raise ValueError(f"unknown fan-out kind {fanout.kind!r}")
+    for target_id, stream_key, url in targets:
+        conn.execute(
+            Q["insert_delivery"],
+            {
+                "delivery_id": new_id("dlv_"),
+                "tenant": fanout.tenant,
+                "kind": fanout.kind,
+                "target_id": target_id,
+                "stream_key": stream_key,
+                "run_id": fanout.run_id,
+                "sequence": fanout.sequence,
+                "url": url,
+                "body": fanout.body,
+                "final": int(fanout.final),
+                "next_attempt_at": now,
+                "created_at": now,
+            },
+        )
 
 
 def _idem_row(row: tuple[Any, ...]) -> IdempotencyRecord:
@@ -298,6 +354,8 @@ class SqliteStore:
                         Q["insert_task_message"],
                         {"task_id": extra.task_id, "message_id": extra.message_id, "message": orjson.dumps(extra.message), "created_at": extra.created_at},
                     )
+                elif isinstance(extra, Fanout):
+                    _fan_out(conn, extra, run.updated_at)
                 else:
                     raise TypeError(f"unknown commit extra {type(extra).__name__}")
 
@@ -434,3 +492,108 @@ class SqliteStore:
             return [orjson.loads(r[0]) for r in conn.execute(Q["list_task_messages"], (task_id,))]
 
         return await self._read(read)
+
+    # push configs ------------------------------------------------------------------------
+
+    async def put_push_config(self, row: PushConfigRow) -> None:
+        params = {
+            "task_id": row.task_id,
+            "config_id": row.config_id,
+            "tenant": row.tenant,
+            "url": row.url,
+            "token_fingerprint": row.token_fingerprint,
+            "token_secret": row.token_secret,
+            "auth_schemes": orjson.dumps(row.auth_schemes).decode(),
+            "auth_secret": row.auth_secret,
+            "created_at": row.created_at,
+        }
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["upsert_push_config"], params)
+
+        await self._write(write)
+
+    async def list_push_configs(self, task_id: str) -> list[PushConfigRow]:
+        return await self._read(lambda conn: [_push_row(r) for r in conn.execute(Q["list_push_configs"], (task_id,))])
+
+    async def delete_push_config(self, task_id: str, config_id: str) -> bool:
+        return await self._write(lambda conn: conn.execute(Q["delete_push_config"], (task_id, config_id)).rowcount > 0)
+
+    # webhooks ------------------------------------------------------------------------------
+
+    async def put_webhook(self, row: WebhookRow) -> None:
+        params = {
+            "webhook_id": row.webhook_id,
+            "tenant": row.tenant,
+            "url": row.url,
+            "events": orjson.dumps(row.events).decode(),
+            "tags": orjson.dumps(row.tags).decode(),
+            "secret": row.secret,
+            "secret_fingerprint": row.secret_fingerprint,
+            "created_at": row.created_at,
+        }
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["insert_webhook"], params)
+
+        await self._write(write)
+
+    async def get_webhook(self, webhook_id: str) -> WebhookRow | None:
+        def read(conn: sqlite3.Connection) -> WebhookRow | None:
+            row = conn.execute(Q["get_webhook"], (webhook_id,)).fetchone()
+            return None if row is None else _webhook_row(row)
+
+        return await self._read(read)
+
+    async def delete_webhook(self, tenant: str, webhook_id: str) -> bool:
+        return await self._write(lambda conn: conn.execute(Q["delete_webhook"], (tenant, webhook_id)).rowcount > 0)
+
+    # the outbox ----------------------------------------------------------------------------
+
+    async def due_deliveries(self, now: str, limit: int) -> list[DeliveryRow]:
+        return await self._read(lambda conn: [_delivery_row(r) for r in conn.execute(Q["due_deliveries"], (now, limit))])
+
+    async def next_delivery_at(self) -> str | None:
+        def read(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(Q["next_delivery_at"]).fetchone()
+            return None if row is None else row[0]
+
+        return await self._read(read)
+
+    async def record_attempt(
+        self, delivery_id: str, *, status: str, attempts: int, next_attempt_at: str, last_error: str | None, now: str
+    ) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["record_attempt"], (status, attempts, next_attempt_at, last_error, now, delivery_id))
+            if status in ("delivered", "dead"):
+                row = conn.execute(Q["get_delivery"], (delivery_id,)).fetchone()
+                if row is not None and row[2] == "a2a-push" and row[9]:
+                    task_id = row[4].split(":")[1]
+                    conn.execute(Q["discard_push_secrets"], (task_id, row[3]))
+
+        await self._write(write)
+
+    async def list_deliveries(self, tenant: str | None, status: str | None, limit: int = 100) -> list[DeliveryRow]:
+        clauses, params = [], []
+        if tenant is not None:
+            clauses.append("tenant = ?")
+            params.append(tenant)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = (
+            "SELECT delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, body, final, status, attempts, "
+            f"next_attempt_at, last_error, created_at, updated_at FROM outbox {where} ORDER BY delivery_id DESC LIMIT ?"
+        )
+        return await self._read(lambda conn: [_delivery_row(r) for r in conn.execute(sql, [*params, limit])])
+
+    async def redeliver(self, delivery_id: str, tenant: str | None, now: str) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(Q["get_delivery"], (delivery_id,)).fetchone()
+            if row is None or row[10] != "dead" or (tenant is not None and row[1] != tenant):
+                return False
+            conn.execute(Q["record_attempt"], ("pending", 0, now, row[13], now, delivery_id))
+            return True
+
+        return await self._write(write)

@@ -1,0 +1,187 @@
+"""The delivery worker: sends what the outbox holds, at least once, in order per stream.
+
+Rows are written by the transactions that cause them (a task reaching
+``input-required``, a run event a webhook subscribed to). This worker sends the head
+of each stream when it is due, records every attempt, retries on a jittered ladder
+(connection errors, timeouts, 3xx, 408, 429 and 5xx; ``Retry-After`` honoured) and
+dead-letters a delivery when the ladder is spent or the receiver refuses it outright.
+It sleeps until the next due time or a wake-up: an idle outbox costs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import random
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import orjson
+
+from tether.egress.signing import sign_webhook
+from tether.engine import clock
+from tether.errors import TetherError
+from tether.secrets import SecretBox
+from tether.store.base import DeliveryRow, Store
+
+log = logging.getLogger("tether.outbox")
+
+DEFAULT_SCHEDULE = "5s,30s,2m,10m,1h,4h,12h"
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DELAY = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+_MAX_RETRY_AFTER = 12 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySchedule:
+    """Delays before each retry; after the last one a delivery is dead-lettered."""
+
+    delays: tuple[float, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> RetrySchedule:
+        delays = []
+        for part in text.split(","):
+            match = _DELAY.match(part.strip())
+            if match is None:
+                raise ValueError(f"bad retry delay {part.strip()!r}: write e.g. 500ms, 5s, 2m or 1h")
+            delays.append(float(match.group(1)) * _UNITS[match.group(2)])
+        if not delays:
+            raise ValueError("the retry schedule needs at least one delay")
+        return cls(tuple(delays))
+
+    def delay(self, attempt: int) -> float | None:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based), None when spent."""
+        if attempt > len(self.delays):
+            return None
+        return self.delays[attempt - 1] * random.uniform(0.8, 1.2)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    raw = response.headers.get("retry-after")
+    if raw is None:
+        return None
+    if raw.strip().isdigit():
+        return min(float(raw.strip()), _MAX_RETRY_AFTER)
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return min(max((when - clock.now()).total_seconds(), 0.0), _MAX_RETRY_AFTER)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    delivered: bool
+    retryable: bool
+    error: str | None = None
+    retry_after: float | None = None
+
+
+class OutboxWorker:
+    """Owns the outbox's sending side for one process."""
+
+    def __init__(
+        self,
+        store: Store,
+        client: httpx.AsyncClient,
+        box: SecretBox,
+        schedule: RetrySchedule,
+        *,
+        concurrency: int = 16,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.box = box
+        self.schedule = schedule
+        self._wake = asyncio.Event()
+        self._limit = asyncio.Semaphore(concurrency)
+
+    def wake(self) -> None:
+        """Something was enqueued: look now instead of at the next due time."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            self._wake.clear()
+            due = await self.store.due_deliveries(clock.now_iso(), 64)
+            if due:
+                await asyncio.gather(*(self._attempt(row) for row in due))
+                continue
+            next_at = await self.store.next_delivery_at()
+            timeout = None if next_at is None else max((clock.parse(next_at) - clock.now()).total_seconds(), 0.0)
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    async def _attempt(self, row: DeliveryRow) -> None:
+        async with self._limit:
+            outcome = await self._send(row)
+        attempts = row.attempts + 1
+        now = clock.now()
+        if outcome.delivered:
+            status, next_at = "delivered", now
+        else:
+            delay = self.schedule.delay(attempts) if outcome.retryable else None
+            if delay is not None and outcome.retry_after is not None:
+                delay = max(delay, outcome.retry_after)
+            status, next_at = ("pending", now + timedelta(seconds=delay)) if delay is not None else ("dead", now)
+            log.warning("delivery %s attempt %d to %s failed: %s (%s)", row.delivery_id, attempts, row.url, outcome.error, status)
+        await self.store.record_attempt(
+            row.delivery_id, status=status, attempts=attempts, next_attempt_at=clock.iso(next_at), last_error=outcome.error, now=clock.iso(now)
+        )
+
+    async def _send(self, row: DeliveryRow) -> _Outcome:
+        try:
+            prepared = await self._prepare(row)
+        except LookupError as exc:
+            return _Outcome(False, False, str(exc))
+        if prepared is None:
+            return _Outcome(False, False, "its subscription no longer exists")
+        headers = prepared
+        try:
+            response = await self.client.post(row.url, content=row.body, headers=headers)
+        except TetherError as exc:  # the egress guard refused the target at delivery time
+            return _Outcome(False, True, f"refused by the egress guard: {exc.message}")
+        except httpx.TimeoutException:
+            return _Outcome(False, True, "timed out")
+        except httpx.HTTPError as exc:
+            return _Outcome(False, True, f"{type(exc).__name__}: {exc}")
+        status = response.status_code
+        if 200 <= status < 300:
+            return _Outcome(True, False)
+        if 300 <= status < 400:
+            return _Outcome(False, True, f"HTTP {status}: redirects are never followed")
+        if status in (408, 429) or status >= 500:
+            return _Outcome(False, True, f"HTTP {status}", _retry_after(response))
+        return _Outcome(False, False, f"HTTP {status}: the receiver refused the delivery")
+
+    async def _prepare(self, row: DeliveryRow) -> dict[str, str] | None:
+        """Headers of one attempt; secrets are opened here and nowhere else."""
+        headers = {"Content-Type": "application/json", "webhook-id": row.delivery_id, "User-Agent": "tether-outbox/1"}
+        if row.kind == "a2a-push":
+            task_id = row.stream_key.split(":")[1]
+            config = next((c for c in await self.store.list_push_configs(task_id) if c.config_id == row.target_id), None)
+            if config is None:
+                return None
+            if config.token_secret is not None:
+                headers["X-A2A-Notification-Token"] = self.box.open(config.token_secret, context=f"push-token:{config.config_id}")
+            if config.auth_secret is not None and config.auth_schemes:
+                credentials = self.box.open(config.auth_secret, context=f"push-auth:{config.config_id}")
+                headers["Authorization"] = f"{config.auth_schemes[0]} {credentials}"
+            return headers
+        if row.kind == "webhook":
+            hook = await self.store.get_webhook(row.target_id)
+            if hook is None:
+                return None
+            secret = self.box.open(hook.secret, context=f"webhook:{hook.webhook_id}")
+            event: dict[str, Any] = orjson.loads(row.body).get("event", {})
+            headers.update(sign_webhook(secret, row.body, webhook_id=hook.webhook_id, event_type=str(event.get("type", ""))))
+            headers["User-Agent"] = "openwop-webhook-dispatcher/tether"
+            return headers
+        raise LookupError(f"unknown delivery kind {row.kind!r}")

@@ -1,0 +1,186 @@
+"""The delivery worker against a real SQLite store and a scripted receiver (MockTransport)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from tether.egress.outbox import OutboxWorker, RetrySchedule
+from tether.engine import clock
+from tether.secrets import SecretBox
+from tether.store.base import Commit, EventRow, Fanout, PushConfigRow, RunRow, WebhookRow
+from tether.store.sqlite import SqliteStore
+
+BOX = SecretBox(b"k" * 32)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    async with SqliteStore(tmp_path / "t.db") as s:
+        yield s
+
+
+async def _enqueue_push(store: SqliteStore, task_id: str, seq: int, final: bool = False) -> None:
+    now = clock.now_iso()
+    run = RunRow(task_id, "default", "echo", "running", seq, {}, now, now)
+    await store.commit(
+        Commit(
+            run=run,
+            events=[EventRow(task_id, seq, b"{}")],
+            expected_sequence=seq - 1,
+            extras=[Fanout(kind="a2a-push", tenant="default", run_id=task_id, sequence=seq, body=orjson.dumps({"seq": seq}), task_id=task_id, final=final)],
+        )
+    )
+
+
+async def _push_config(store: SqliteStore, task_id: str, config_id: str = "c1", token: str | None = "tok-secret") -> None:
+    await store.put_push_config(
+        PushConfigRow(
+            task_id, config_id, "default", "https://receiver.test/push",
+            BOX.fingerprint(token) if token else None,
+            BOX.seal(token, context=f"push-token:{config_id}") if token else None,
+            ["Bearer"], BOX.seal("cred-secret", context=f"push-auth:{config_id}"), clock.now_iso(),
+        )
+    )
+
+
+def _worker(store: SqliteStore, handler: Callable[[httpx.Request], httpx.Response], schedule: str = "10ms,10ms") -> OutboxWorker:
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler), follow_redirects=False)
+    return OutboxWorker(store, client, BOX, RetrySchedule.parse(schedule))
+
+
+async def _drain(worker: OutboxWorker, store: SqliteStore, until: Callable[[], bool]) -> None:
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(500):
+            if until():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the outbox did not settle")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await worker.client.aclose()
+
+
+async def test_pushes_in_order_with_credentials_then_discards_them(store: SqliteStore) -> None:
+    await store.commit(Commit(run=RunRow("t1", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()), events=[], expected_sequence=None))
+    await _push_config(store, "t1")
+    for seq in (0, 1):
+        await _enqueue_push(store, "t1", seq, final=(seq == 1))
+    received: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        received.append(request)
+        return httpx.Response(204)
+
+    worker = _worker(store, handler)
+    await _drain(worker, store, lambda: len(received) == 2)
+    assert [orjson.loads(r.content)["seq"] for r in received] == [0, 1]
+    assert received[0].headers["X-A2A-Notification-Token"] == "tok-secret"
+    assert received[0].headers["Authorization"] == "Bearer cred-secret"
+    assert received[0].headers["webhook-id"] != received[1].headers["webhook-id"]
+    await asyncio.sleep(0.05)
+    config = (await store.list_push_configs("t1"))[0]
+    assert config.token_secret is None and config.auth_secret is None, "credentials go once the final push is done"
+
+
+async def test_retries_on_the_ladder_then_dead_letters(store: SqliteStore) -> None:
+    await store.commit(Commit(run=RunRow("t2", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()), events=[], expected_sequence=None))
+    await _push_config(store, "t2")
+    await _enqueue_push(store, "t2", 0)
+    ids: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        ids.append(request.headers["webhook-id"])
+        return httpx.Response(503)
+
+    worker = _worker(store, handler, "10ms,20ms")
+    dead: list[object] = []
+
+    async def poll_dead() -> None:
+        dead.extend(await store.list_deliveries(None, "dead"))
+
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(500):
+            await poll_dead()
+            if dead:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert len(ids) == 3, "one attempt plus one per ladder step"
+    assert len(set(ids)) == 1, "the webhook-id stays the same across retries"
+    row = (await store.list_deliveries(None, "dead"))[0]
+    assert row.attempts == 3 and row.last_error == "HTTP 503"
+    assert await store.redeliver(row.delivery_id, "default", clock.now_iso())
+    assert (await store.list_deliveries(None, "pending"))[0].delivery_id == row.delivery_id
+    await worker.client.aclose()
+
+
+@pytest.mark.parametrize(("status", "attempts"), [(400, 1), (302, 3), (429, 3)])
+async def test_which_answers_are_retried(store: SqliteStore, status: int, attempts: int) -> None:
+    await store.commit(Commit(run=RunRow("t3", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()), events=[], expected_sequence=None))
+    await _push_config(store, "t3")
+    await _enqueue_push(store, "t3", 0)
+    seen: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(1)
+        return httpx.Response(status, headers={"Location": "https://elsewhere.test/"} if status == 302 else {})
+
+    worker = _worker(store, handler)
+    settled: list[object] = []
+
+    async def check() -> None:
+        settled.extend(await store.list_deliveries(None, "dead"))
+
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(500):
+            await check()
+            if settled:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await worker.client.aclose()
+    assert len(seen) == attempts
+
+
+async def test_webhook_fanout_matches_events_and_signs(store: SqliteStore) -> None:
+    from openwop_client.webhook_helpers import read_webhook_headers, verify_webhook_signature
+
+    secret = "s" * 64
+    await store.put_webhook(WebhookRow("wh_1", "default", "https://hooks.test/x", ["run.completed"], [], BOX.seal(secret, context="webhook:wh_1"), BOX.fingerprint(secret), clock.now_iso()))
+    await store.put_webhook(WebhookRow("wh_2", "other", "https://hooks.test/y", ["run.completed"], [], BOX.seal(secret, context="webhook:wh_2"), BOX.fingerprint(secret), clock.now_iso()))
+    now = clock.now_iso()
+    for seq, kind in enumerate(["run.started", "run.completed"]):
+        body = orjson.dumps({"runId": "r1", "workspaceId": "default", "event": {"type": kind, "sequence": seq}})
+        await store.commit(
+            Commit(
+                run=RunRow("r1", "default", "echo", "running", seq, {}, now, now),
+                events=[EventRow("r1", seq, b"{}")],
+                expected_sequence=None if seq == 0 else seq - 1,
+                extras=[Fanout(kind="webhook", tenant="default", run_id="r1", sequence=seq, body=body, event_type=kind)],
+            )
+        )
+    received: list[httpx.Request] = []
+    worker = _worker(store, lambda r: (received.append(r), httpx.Response(200))[1])
+    await _drain(worker, store, lambda: len(received) == 1)
+    request = received[0]
+    assert request.url.host == "hooks.test"
+    assert orjson.loads(request.content)["event"]["type"] == "run.completed"
+    found = read_webhook_headers(dict(request.headers))
+    assert found is not None
+    signature, timestamp = found[0], found[1]
+    assert verify_webhook_signature(secret, signature, timestamp, request.content).valid
+    assert verify_webhook_signature(secret, request.headers["X-openwop-Signature"], request.headers["X-openwop-Timestamp"], request.content).valid
