@@ -124,7 +124,8 @@ class Engine:
         self._background: set[asyncio.Task[Any]] = set()
         self._stopping = False
         self.projectors: list[Projector] = []
-        self.on_commit: list[Callable[[RunRow, list[dict[str, Any]]], None]] = []
+        #: called after each commit with it and the number of deliveries it enqueued
+        self.on_commit: list[Callable[[Commit, int], None]] = []
 
     # lifecycle -------------------------------------------------------------------------
 
@@ -163,10 +164,10 @@ class Engine:
         for projector in self.projectors:
             commit.extras.extend(projector(before, commit.run, batch.docs))
         commit.extras.extend(extras or [])
-        await self.store.commit(commit)
+        enqueued = await self.store.commit(commit)
         self.notifier.publish(commit.run.run_id)
         for hook in self.on_commit:
-            hook(commit.run, batch.docs)
+            hook(commit, enqueued)
         return commit.run
 
     async def _transition(
@@ -307,7 +308,12 @@ class Engine:
             await self._commit(batch)
             return False
         while True:
-            decision = plan(wf, batch.state)
+            try:
+                decision = plan(wf, batch.state)
+            except InvalidInput as exc:  # an edge condition that cannot be evaluated on this data
+                batch.add("run.failed", {"error": {"code": "node_execution_failed", "message": exc.message}, "durationMs": _duration(batch.state)})
+                await self._commit(batch)
+                return False
             if isinstance(decision, Skip):
                 batch.add("node.skipped", {"nodeId": decision.node_id, "reason": decision.reason}, decision.node_id)
                 continue

@@ -16,7 +16,7 @@ from tether.host import Host
 class UnsupportedMediaType(TetherError):
     """The body is not JSON."""
 
-    code = "validation_error"
+    code = "unsupported_media_type"
     status = 415
 
 

@@ -109,9 +109,11 @@ async def list_runs(
     before = None
     if cursor:
         try:
-            before = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+            before = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True).decode()
         except ValueError as exc:
             raise InvalidInput("cursor is not one this host issued") from exc
+        if not before.startswith("run_"):
+            raise InvalidInput("cursor is not one this host issued")
     rows = await host.store.list_runs(principal.tenant, status=status, workflow_id=workflowId, limit=limit + 1, before=before)
     next_cursor = None
     if len(rows) > limit:
