@@ -22,6 +22,10 @@ class Settings:
     keepalive_seconds: float = 15.0
     interrupt_token_ttl: float = 1800.0
     key_cache_seconds: float = 2.0
+    egress_allow_cidrs: tuple[str, ...] = ()
+    egress_ca_bundle: Path | None = None
+    push_retry_schedule: str = "5s,30s,2m,10m,1h,4h,12h"
+    push_body: str = "status"  # "status": a TaskStatusUpdateEvent; "task": the full Task
     extra: dict[str, object] = field(default_factory=dict)
 
     @property

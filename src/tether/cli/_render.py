@@ -135,6 +135,31 @@ def workflows_table(workflows: Iterable[Mapping[str, Any]]) -> Table:
     return table
 
 
+def deliveries_table(deliveries: Iterable[Mapping[str, Any]]) -> Table:
+    """Outbound deliveries; a dead letter shows why it died and how to send it again."""
+    table = _table("Deliveries")
+    table.add_column("delivery", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("run", no_wrap=True)
+    table.add_column("seq", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("attempts", no_wrap=True)
+    table.add_column("url", overflow="fold")
+    table.add_column("last error", overflow="fold")
+    for item in deliveries:
+        table.add_row(
+            _cell(item.get("deliveryId")),
+            _cell(item.get("kind")),
+            _cell(item.get("runId")),
+            _cell(item.get("sequence")),
+            _cell(item.get("status")),
+            _cell(item.get("attempts")),
+            _cell(item.get("url")),
+            _cell(item.get("lastError")),
+        )
+    return table
+
+
 # --- runs --------------------------------------------------------------------------------
 
 

@@ -164,6 +164,30 @@ def main() -> None:
     help="Seconds a blocking A2A message/send waits for the run.",
 )
 @click.option("--enable-test-seams", is_flag=True, help="Serve the conformance suite's test seams (never in production).")
+@click.option(
+    "--egress-allow-cidr",
+    "egress_allow_cidrs",
+    multiple=True,
+    help="Development and tests only: exempt these addresses from the egress address arm (repeatable).",
+)
+@click.option(
+    "--egress-ca-bundle",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Extra trusted CAs (PEM) for receivers with a private certificate.",
+)
+@click.option(
+    "--push-retry-schedule",
+    default="5s,30s,2m,10m,1h,4h,12h",
+    show_default=True,
+    help="Delays between delivery attempts; after the last one a delivery is dead-lettered.",
+)
+@click.option(
+    "--push-body",
+    type=click.Choice(["status", "task"]),
+    default="status",
+    show_default=True,
+    help="A2A push body: a TaskStatusUpdateEvent (RFC 0100) or the full Task (A2A v0.3 example).",
+)
 def serve(
     host: str,
     port: int,
@@ -176,6 +200,10 @@ def serve(
     default_skill: str,
     a2a_request_timeout: float,
     enable_test_seams: bool,
+    egress_allow_cidrs: tuple[str, ...],
+    egress_ca_bundle: Path | None,
+    push_retry_schedule: str,
+    push_body: str,
 ) -> None:
     """Run the host until SIGTERM or Ctrl-C."""
     from tether.app import serve as run_host
@@ -194,6 +222,10 @@ def serve(
             default_skill=default_skill,
             a2a_request_timeout=a2a_request_timeout,
             enable_test_seams=enable_test_seams,
+            egress_allow_cidrs=tuple(egress_allow_cidrs),
+            egress_ca_bundle=egress_ca_bundle,
+            push_retry_schedule=push_retry_schedule,
+            push_body=push_body,
         )
     )
 
@@ -475,3 +507,40 @@ def runs_cancel(run_id: str, reason: str | None, url: str, key: str | None) -> N
         result = client.post(_run_path(run_id, "cancel"), {"reason": reason} if reason else {})
     status = result.get("status", "?") if isinstance(result, dict) else "?"
     click.echo(f"run {run_id}: {status}")
+
+
+# --- push ----------------------------------------------------------------------------------
+
+
+@cli.group()
+def push() -> None:
+    """See outbound deliveries (A2A pushes, webhooks) and redeliver dead letters.
+
+    Talks to a running host through its REST API (--url, --key).
+    """
+
+
+@push.command("list")
+@click.option("--status", type=click.Choice(["pending", "delivered", "dead"]), help="Only deliveries in this state (dead = dead letters).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
+@host_options
+def push_list(status: str | None, limit: int, url: str, key: str | None) -> None:
+    """Deliveries of your tenant, newest first, with their last error."""
+    params = f"?limit={limit}" + (f"&status={status}" if status else "")
+    with _client(url, key) as client:
+        body = client.get(f"/v1/deliveries{params}")
+    items = body.get("deliveries", []) if isinstance(body, dict) else []
+    if not items:
+        click.echo("no deliveries" + (f" in state {status}" if status else ""))
+        return
+    render.print_table(_console(), render.deliveries_table(items))
+
+
+@push.command("redeliver")
+@click.argument("delivery_id")
+@host_options
+def push_redeliver(delivery_id: str, url: str, key: str | None) -> None:
+    """Send dead letter DELIVERY_ID again, from the start of the retry ladder."""
+    with _client(url, key) as client:
+        client.post(f"/v1/deliveries/{segment(delivery_id)}/redeliver", {})
+    click.echo(f"delivery {delivery_id}: pending again")

@@ -211,8 +211,11 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
-    async def commit(self, commit: Commit) -> None:
-        """Write a transition; raises SequenceConflict or IdempotencyClaimed and writes nothing."""
+    async def commit(self, commit: Commit) -> int:
+        """Write a transition; returns how many deliveries it enqueued.
+
+        Raises SequenceConflict or IdempotencyClaimed, and then writes nothing.
+        """
         ...
 
     async def get_run(self, run_id: str, tenant: str | None = None) -> RunRow | None: ...

@@ -121,7 +121,7 @@ def _delivery_row(row: tuple[Any, ...]) -> DeliveryRow:
     )
 
 
-def _fan_out(conn: sqlite3.Connection, fanout: Fanout, now: str) -> None:
+def _fan_out(conn: sqlite3.Connection, fanout: Fanout, now: str) -> int:
     """Insert one outbox row per subscriber that matches (inside the caller's transaction)."""
     targets: list[tuple[str, str, str]] = []  # (target id, stream key, url)
     if fanout.kind == "a2a-push":
@@ -155,6 +155,7 @@ def _fan_out(conn: sqlite3.Connection, fanout: Fanout, now: str) -> None:
                 "created_at": now,
             },
         )
+    return len(targets)
 
 
 def _idem_row(row: tuple[Any, ...]) -> IdempotencyRecord:
@@ -293,7 +294,7 @@ class SqliteStore:
 
     # runs and events -------------------------------------------------------------------
 
-    async def commit(self, commit: Commit) -> None:
+    async def commit(self, commit: Commit) -> int:
         run = commit.run
         run_params = {
             "run_id": run.run_id,
@@ -307,7 +308,8 @@ class SqliteStore:
             "expected_sequence": commit.expected_sequence,
         }
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: sqlite3.Connection) -> int:
+            enqueued = 0
             if commit.idempotency is not None:
                 claim = commit.idempotency
                 existing = conn.execute(Q["get_idempotency"], (claim.tenant, claim.scope, claim.key)).fetchone()
@@ -355,11 +357,12 @@ class SqliteStore:
                         {"task_id": extra.task_id, "message_id": extra.message_id, "message": orjson.dumps(extra.message), "created_at": extra.created_at},
                     )
                 elif isinstance(extra, Fanout):
-                    _fan_out(conn, extra, run.updated_at)
+                    enqueued += _fan_out(conn, extra, run.updated_at)
                 else:
                     raise TypeError(f"unknown commit extra {type(extra).__name__}")
+            return enqueued
 
-        await self._write(write)
+        return await self._write(write)
 
     async def get_run(self, run_id: str, tenant: str | None = None) -> RunRow | None:
         def read(conn: sqlite3.Connection) -> RunRow | None:

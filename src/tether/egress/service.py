@@ -1,0 +1,47 @@
+"""The egress side of a host, built once at the root: guard, sealed secrets, client, worker."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import httpx
+
+from tether.egress.guard import EgressGuard, EgressPolicy, Resolver
+from tether.egress.outbox import OutboxWorker, RetrySchedule
+from tether.egress.transport import build_egress_client, make_ssl_context
+from tether.secrets import SecretBox
+from tether.settings import Settings
+from tether.store.base import Store
+
+
+@dataclass(slots=True)
+class Egress:
+    """Everything that sends bytes out of the host, and the one client that does it."""
+
+    guard: EgressGuard
+    box: SecretBox
+    client: httpx.AsyncClient
+    worker: OutboxWorker
+    _task: asyncio.Task[None] | None = field(default=None)
+
+    def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("the outbox worker is already running")
+        self._task = asyncio.create_task(self.worker.run(), name="tether-outbox")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await self.client.aclose()
+
+
+def build_egress(settings: Settings, store: Store, host_key: bytes, resolver: Resolver | None = None) -> Egress:
+    """Validate the egress switches and build the guarded client and the outbox worker."""
+    guard = EgressGuard(EgressPolicy(allow_cidrs=settings.egress_allow_cidrs), resolver)
+    client = build_egress_client(guard, make_ssl_context(settings.egress_ca_bundle))
+    box = SecretBox(host_key)
+    worker = OutboxWorker(store, client, box, RetrySchedule.parse(settings.push_retry_schedule))
+    return Egress(guard, box, client, worker)
