@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from tether import __version__
+from tether.a2a.capabilities import a2a_capabilities
 from tether.host import Host
 from tether.openwop.deps import host_of
 from tether.openwop.responses import json_response
@@ -17,6 +18,7 @@ router = APIRouter(tags=["discovery"])
 
 def discovery_document(host: Host) -> dict[str, Any]:
     settings = host.settings
+    a2a = a2a_capabilities(settings)
     return {
         "protocolVersion": "1.0",
         "implementation": {"name": "tether", "version": __version__, "vendor": "tether"},
@@ -28,11 +30,12 @@ def discovery_document(host: Host) -> dict[str, Any]:
             "envelopesPerTurn": 5,
             "maxRequestBodyBytes": settings.max_body_bytes,
         },
-        "supportedTransports": ["rest"],
+        "supportedTransports": ["rest", *a2a.transports],
         "engineVersion": 1,
         "eventLogSchemaVersion": 1,
         "fixtures": host.registry.executable_fixtures(),
         "webhooks": {"supported": False},
+        "a2a": a2a.discovery_block(),
     }
 
 

@@ -1,0 +1,298 @@
+"""The A2A methods, with no HTTP in sight: params in, a Task (or a stream of events) out.
+
+``message/send`` without a ``taskId`` starts a run of the named skill; with one, it
+answers the run's pending interrupt. Either way the user's message is stored as task
+history in the same commit, a repeated ``messageId`` changes nothing, and the answer is
+the Task projected from the run. Domain errors become JSON-RPC errors here, through
+:func:`tether.a2a.jsonrpc.rpc_error_from`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tether.a2a.capabilities import A2ACapabilities
+from tether.a2a.jsonrpc import (
+    ContentTypeNotSupported,
+    ExtendedCardNotConfigured,
+    InvalidParams,
+    PushNotificationNotSupported,
+    RpcRequest,
+    TaskNotCancelable,
+    UnsupportedOperation,
+    rpc_error_from,
+)
+from tether.a2a.params import Message, SendParams, TaskIdParams, TaskQueryParams, message_inputs, parse_params, reply_value
+from tether.a2a.projection import INTERRUPTED, TERMINAL, task, task_state
+from tether.a2a.skills import OUTPUT_MODES, resolve_skill
+from tether.a2a.streams import Frame, parse_after, replay, task_first
+from tether.a2a.tasks import A2A_TRANSPORT, LiveTask, a2a_metadata, load_task
+from tether.engine import clock
+from tether.engine.engine import IdempotencyClaim, Principal
+from tether.errors import Conflict, TetherError
+from tether.host import Host
+from tether.store.base import Extra, RunRow, TaskMessage
+
+__all__ = ["METHODS", "STREAMING_METHODS", "A2AHandlers", "Stream", "required_scope"]
+
+STREAMING_METHODS = frozenset({"message/stream", "tasks/resubscribe"})
+_PUSH_METHODS = frozenset(
+    {
+        "tasks/pushNotificationConfig/set",
+        "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list",
+        "tasks/pushNotificationConfig/delete",
+    }
+)
+METHODS = frozenset({"message/send", "tasks/get", "tasks/cancel", "agent/getAuthenticatedExtendedCard"}) | STREAMING_METHODS | _PUSH_METHODS
+
+_MODE_ALIASES = {"text": "text/plain", "json": "application/json", "data": "application/json"}
+
+
+def required_scope(request: RpcRequest) -> str | None:
+    """The API-key scope a call needs, decided before its params are checked.
+
+    A message that names a task is a reply to its interrupt (``approvals:respond``);
+    one that does not starts a run (``runs:create``). Methods that only answer
+    "not supported" need no scope beyond a valid key.
+    """
+    if request.method in ("message/send", "message/stream"):
+        message = request.params.get("message")
+        if isinstance(message, dict) and message.get("taskId") is not None:
+            return "approvals:respond"
+        return "runs:create"
+    if request.method in ("tasks/get", "tasks/resubscribe"):
+        return "runs:read"
+    if request.method == "tasks/cancel":
+        return "runs:cancel"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """A streaming answer: the frames to send as server-sent events."""
+
+    frames: AsyncIterator[Frame]
+
+
+def _settled(row: RunRow) -> bool:
+    """A blocking send answers once the task ends or waits for the caller."""
+    return task_state(row.status) in TERMINAL | INTERRUPTED
+
+
+def _not_cancelable(task_id: str, run_status: str) -> TaskNotCancelable:
+    state = task_state(run_status)
+    return TaskNotCancelable(f"task {task_id!r} is already {state}: it cannot be canceled", data={"state": state})
+
+
+def _digest(message: Message) -> str:
+    return hashlib.sha256(orjson.dumps(message.model_dump(exclude_none=True), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _history_entry(message: Message, task_id: str, context_id: str) -> dict[str, Any]:
+    """The message as it is kept in the task's history: tied to its task and context."""
+    entry = message.model_dump(exclude_none=True)
+    entry["taskId"] = task_id
+    entry["contextId"] = context_id
+    return entry
+
+
+class A2AHandlers:
+    """The methods of ``/v1/a2a`` for one host; built per request, holds no state."""
+
+    def __init__(self, host: Host, capabilities: A2ACapabilities) -> None:
+        self.host = host
+        self.capabilities = capabilities
+
+    async def handle(self, principal: Principal, request: RpcRequest, *, last_event_id: str | None = None) -> dict[str, Any] | Stream:
+        """Run one call; raises an RpcError for anything the caller must change."""
+        method = request.method
+        if method in STREAMING_METHODS and not self.capabilities.streaming:
+            raise UnsupportedOperation(f"{method} is not served: this agent's capabilities.streaming is false")
+        if method == "message/send":
+            return await self.message_send(principal, request.params)
+        if method == "message/stream":
+            return await self.message_stream(principal, request.params)
+        if method == "tasks/get":
+            return await self.tasks_get(principal, request.params)
+        if method == "tasks/cancel":
+            return await self.tasks_cancel(principal, request.params)
+        if method == "tasks/resubscribe":
+            return await self.tasks_resubscribe(principal, request.params, last_event_id)
+        if method in _PUSH_METHODS:
+            raise PushNotificationNotSupported(
+                "this agent does not deliver push notifications (capabilities.pushNotifications is false): "
+                "poll tasks/get or re-attach with tasks/resubscribe"
+            )
+        assert method == "agent/getAuthenticatedExtendedCard"
+        raise ExtendedCardNotConfigured("this agent has no extended card: the public card at /.well-known/agent-card.json is complete")
+
+    # message/send and message/stream ------------------------------------------------------
+
+    async def message_send(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
+        params = self._send_params(raw)
+        row, context_id = await self._deliver(principal, params)
+        config = params.configuration
+        if config is None or config.blocking is not False:
+            row = await self.host.engine.wait_for(row.run_id, _settled, self.host.settings.a2a_request_timeout) or row
+        history = await self.host.store.list_task_messages(row.run_id)
+        return task(row, context_id, history, config.historyLength if config else None)
+
+    async def message_stream(self, principal: Principal, raw: dict[str, Any]) -> Stream:
+        params = self._send_params(raw)
+        row, context_id = await self._deliver(principal, params)
+        history = await self.host.store.list_task_messages(row.run_id)
+        length = params.configuration.historyLength if params.configuration else None
+        return Stream(task_first(self.host, row, context_id, history, length, final_on_input_required=True))
+
+    def _send_params(self, raw: dict[str, Any]) -> SendParams:
+        params = parse_params(SendParams, raw)
+        config = params.configuration
+        if config is not None and config.pushNotificationConfig is not None and not self.capabilities.push_notifications:
+            raise PushNotificationNotSupported(
+                "configuration.pushNotificationConfig was given, but this agent does not deliver push notifications "
+                "(capabilities.pushNotifications is false): leave it out and poll tasks/get or use message/stream"
+            )
+        if config is not None and config.acceptedOutputModes:
+            accepted = {_MODE_ALIASES.get(m, m) for m in config.acceptedOutputModes}
+            if not accepted & {*OUTPUT_MODES, "*/*", "*"}:
+                raise ContentTypeNotSupported(
+                    f"this agent answers in {' and '.join(OUTPUT_MODES)}; acceptedOutputModes {config.acceptedOutputModes} accepts neither",
+                    data={"outputModes": list(OUTPUT_MODES)},
+                )
+        return params
+
+    async def _deliver(self, principal: Principal, params: SendParams) -> tuple[RunRow, str]:
+        if params.message.taskId is not None:
+            return await self._reply(principal, params.message)
+        return await self._start(principal, params)
+
+    async def _start(self, principal: Principal, params: SendParams) -> tuple[RunRow, str]:
+        """Start the skill's run; a (principal, messageId) seen before returns its task."""
+        message = params.message
+        store = self.host.store
+        workflow_id = resolve_skill(self.host.registry, self.host.settings.default_skill, message.metadata, params.metadata)
+        inputs = message_inputs(message)
+        claim = IdempotencyClaim(f"a2a:message/send:{principal.name}", message.messageId, _digest(message))
+        seen = await store.get_idempotency(principal.tenant, claim.scope, claim.key)
+        if seen is not None and seen.run_id is not None:
+            live = await load_task(store, seen.run_id, principal.tenant)
+            return live.run, live.context_id
+        context_id = message.contextId or f"ctx_{uuid.uuid4()}"
+        # The history entry needs the run id the engine mints: it is added to the same
+        # commit from ``respond``, which the engine calls with the run before writing it.
+        extras: list[Extra] = []
+
+        def respond(row: RunRow) -> dict[str, Any]:
+            extras.append(TaskMessage(row.run_id, message.messageId, _history_entry(message, row.run_id, context_id), clock.now_iso()))
+            return {"taskId": row.run_id, "contextId": context_id}
+
+        try:
+            created = await self.host.engine.create_run(
+                principal,
+                workflow_id,
+                inputs,
+                tags=[f"a2a:{message.messageId}", f"a2a:{context_id}"],
+                metadata=a2a_metadata(context_id, message.messageId, workflow_id),
+                transport=A2A_TRANSPORT,
+                idempotency=claim,
+                respond=respond,
+                extras=extras,
+            )
+        except TetherError as exc:
+            raise rpc_error_from(exc) from exc
+        if created.replayed is not None:
+            live = await load_task(store, created.run.run_id, principal.tenant)
+            return live.run, live.context_id
+        return created.run, context_id
+
+    async def _reply(self, principal: Principal, message: Message) -> tuple[RunRow, str]:
+        """Resolve the task's pending interrupt with the message; a retried reply is a no-op."""
+        assert message.taskId is not None
+        live = await load_task(self.host.store, message.taskId, principal.tenant)
+        if message.contextId is not None and message.contextId != live.context_id:
+            raise InvalidParams(
+                f"message.contextId {message.contextId!r} is not the context of task {live.run.run_id!r} ({live.context_id!r})",
+                data={"contextId": live.context_id},
+            )
+        if await self._has_message(live.run.run_id, message.messageId):
+            return live.run, live.context_id
+        self._check_waiting(live)
+        interrupt = live.run.state["interrupt"]
+        value = reply_value(message, interrupt)
+        entry = TaskMessage(live.run.run_id, message.messageId, _history_entry(message, live.run.run_id, live.context_id), clock.now_iso())
+        try:
+            row = await self.host.engine.resolve(
+                principal, live.run.run_id, interrupt["nodeId"], value, interrupt_id=interrupt["interruptId"], extras=[entry]
+            )
+        except Conflict as exc:  # resolved meanwhile: by this very message (a racing retry) or another
+            if await self._has_message(live.run.run_id, message.messageId):
+                again = await load_task(self.host.store, live.run.run_id, principal.tenant)
+                return again.run, again.context_id
+            raise rpc_error_from(exc) from exc
+        except TetherError as exc:
+            raise rpc_error_from(exc) from exc
+        return row, live.context_id
+
+    async def _has_message(self, task_id: str, message_id: str) -> bool:
+        return any(entry.get("messageId") == message_id for entry in await self.host.store.list_task_messages(task_id))
+
+    @staticmethod
+    def _check_waiting(live: LiveTask) -> None:
+        state = task_state(live.run.status)
+        task_id = live.run.run_id
+        if state in TERMINAL:
+            raise UnsupportedOperation(
+                f"task {task_id!r} is {state}: a terminal task takes no more messages; "
+                f"send a new message without taskId (it may reuse contextId {live.context_id!r})",
+                data={"state": state},
+            )
+        if not live.run.state.get("interrupt"):
+            raise UnsupportedOperation(
+                f"task {task_id!r} is {state} and waits for no input; reply once it is input-required",
+                data={"state": state},
+            )
+
+    # tasks/* -------------------------------------------------------------------------------
+
+    async def tasks_get(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
+        params = parse_params(TaskQueryParams, raw)
+        live = await load_task(self.host.store, params.id, principal.tenant)
+        history = await self.host.store.list_task_messages(params.id)
+        return task(live.run, live.context_id, history, params.historyLength)
+
+    async def tasks_cancel(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
+        """Cancel the run: ``working`` while it is cancelling, ``canceled`` once it is."""
+        params = parse_params(TaskIdParams, raw)
+        live = await load_task(self.host.store, params.id, principal.tenant)
+        if live.run.is_terminal:
+            raise _not_cancelable(params.id, live.run.status)
+        try:
+            row = await self.host.engine.cancel(principal, params.id, "canceled with A2A tasks/cancel")
+        except Conflict as exc:  # it ended between the read and the compare-and-swap
+            raise _not_cancelable(params.id, str((exc.details or {}).get("runStatus", "completed"))) from exc
+        except TetherError as exc:
+            raise rpc_error_from(exc) from exc
+        history = await self.host.store.list_task_messages(params.id)
+        return task(row, live.context_id, history)
+
+    async def tasks_resubscribe(self, principal: Principal, raw: dict[str, Any], last_event_id: str | None) -> Stream:
+        """Re-attach: the current Task then its updates, or exactly the events after a sequence.
+
+        Reading never executes anything. The stream stays attached through
+        input-required and ends at a terminal state; on a task that already ended, the
+        final Task is the only event.
+        """
+        params = parse_params(TaskIdParams, raw)
+        live = await load_task(self.host.store, params.id, principal.tenant)
+        after = parse_after(last_event_id, params.metadata, live.run)
+        if after is not None:
+            return Stream(replay(self.host, live.run, live.context_id, after))
+        history = await self.host.store.list_task_messages(params.id)
+        return Stream(task_first(self.host, live.run, live.context_id, history, None, final_on_input_required=False))

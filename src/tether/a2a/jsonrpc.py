@@ -1,0 +1,229 @@
+"""JSON-RPC 2.0 as A2A v0.3 uses it: the envelope, the error codes and the responses.
+
+Every way a request can be wrong maps to one small exception class here, and every
+``TetherError`` the engine raises maps to one of them in :func:`rpc_error_from`, so
+the codes a client sees are decided in this module alone::
+
+    RpcError                      -32603  Internal error
+    ├── JSONParseError            -32700  the body is not JSON
+    ├── InvalidRequest            -32600  not a single JSON-RPC request object
+    ├── MethodNotFound            -32601
+    ├── InvalidParams             -32602
+    ├── TaskNotFound              -32001  unknown, or another tenant's (indistinguishable)
+    ├── TaskNotCancelable         -32002  already terminal
+    ├── PushNotificationNotSupported -32003
+    ├── UnsupportedOperation      -32004
+    ├── ContentTypeNotSupported   -32005
+    └── ExtendedCardNotConfigured -32007
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import orjson
+
+from tether.errors import Conflict, Gone, InvalidInput, NotFound, TetherError, Unprocessable
+
+__all__ = [
+    "ContentTypeNotSupported",
+    "ExtendedCardNotConfigured",
+    "InternalError",
+    "InvalidParams",
+    "InvalidRequest",
+    "JSONParseError",
+    "MethodNotFound",
+    "PushNotificationNotSupported",
+    "Rejected",
+    "RequestId",
+    "RpcError",
+    "RpcRequest",
+    "TaskNotCancelable",
+    "TaskNotFound",
+    "UnsupportedOperation",
+    "error_body",
+    "parse_request",
+    "result_body",
+    "rpc_error_from",
+]
+
+RequestId = str | int | None
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer: a fixed code, a message a person can act on, optional data."""
+
+    code: ClassVar[int] = -32603
+    title: ClassVar[str] = "Internal error"
+
+    def __init__(self, message: str | None = None, *, data: Any = None) -> None:
+        self.message = message or self.title
+        super().__init__(self.message)
+        self.data = data
+
+    def to_json(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class InternalError(RpcError):
+    """The host failed; nothing the caller sent was wrong."""
+
+
+class JSONParseError(RpcError):
+    """The body is not JSON at all."""
+
+    code = -32700
+    title = "Invalid JSON payload"
+
+
+class InvalidRequest(RpcError):
+    """JSON, but not one JSON-RPC 2.0 request object (batches included)."""
+
+    code = -32600
+    title = "Request payload validation error"
+
+
+class MethodNotFound(RpcError):
+    """A method this agent does not have."""
+
+    code = -32601
+    title = "Method not found"
+
+
+class InvalidParams(RpcError):
+    """The method exists but its params are wrong; ``data`` names the fields."""
+
+    code = -32602
+    title = "Invalid parameters"
+
+
+class TaskNotFound(RpcError):
+    """No task with that id is visible to the caller."""
+
+    code = -32001
+    title = "Task not found"
+
+
+class TaskNotCancelable(RpcError):
+    """The task already ended."""
+
+    code = -32002
+    title = "Task cannot be canceled"
+
+
+class PushNotificationNotSupported(RpcError):
+    """Push configs are asked for, and this host does not deliver pushes."""
+
+    code = -32003
+    title = "Push Notification is not supported"
+
+
+class UnsupportedOperation(RpcError):
+    """The operation exists but cannot apply here (a terminal task, a task waiting for nothing)."""
+
+    code = -32004
+    title = "This operation is not supported"
+
+
+class ContentTypeNotSupported(RpcError):
+    """A part or an output mode this agent cannot handle."""
+
+    code = -32005
+    title = "Incompatible content types"
+
+
+class ExtendedCardNotConfigured(RpcError):
+    """There is no authenticated extended card; the public one is complete."""
+
+    code = -32007
+    title = "Authenticated Extended Card not configured"
+
+
+class Rejected(Exception):
+    """A request answered with an error before any method ran (carries the id to echo)."""
+
+    def __init__(self, request_id: RequestId, error: RpcError) -> None:
+        super().__init__(error.message)
+        self.request_id = request_id
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True)
+class RpcRequest:
+    """One well-formed request: its id (to echo), its method and its params object."""
+
+    id: str | int
+    method: str
+    params: dict[str, Any]
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def parse_request(body: bytes, methods: frozenset[str]) -> RpcRequest:
+    """Decode one JSON-RPC request for one of ``methods``.
+
+    Raises
+    ------
+    Rejected
+        With -32700 (not JSON), -32600 (not a request object, a batch, a missing or
+        non-string method, a missing id) or -32601 (unknown method).
+    """
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise Rejected(None, JSONParseError(f"the body is not valid JSON: {exc}")) from exc
+    if isinstance(doc, list):
+        raise Rejected(None, InvalidRequest("batch requests are not supported by A2A: send one JSON-RPC request object per call"))
+    if not isinstance(doc, dict):
+        raise Rejected(None, InvalidRequest("the body must be a JSON-RPC 2.0 request object"))
+    request_id: RequestId = doc["id"] if _valid_id(doc.get("id")) else None
+    if doc.get("jsonrpc") != "2.0":
+        raise Rejected(request_id, InvalidRequest('the request must carry "jsonrpc": "2.0"'))
+    if "id" not in doc or doc["id"] is None:
+        raise Rejected(None, InvalidRequest("A2A requests need an id (a string or an integer); notifications are not accepted"))
+    if request_id is None:
+        raise Rejected(None, InvalidRequest("the request id must be a string or an integer"))
+    method = doc.get("method")
+    if not isinstance(method, str) or not method:
+        raise Rejected(request_id, InvalidRequest("the request needs a method (a non-empty string)"))
+    if method not in methods:
+        raise Rejected(request_id, MethodNotFound(f"no method {method!r}; this agent serves {', '.join(sorted(methods))}"))
+    params = doc.get("params", {})
+    if not isinstance(params, dict):
+        raise Rejected(request_id, InvalidParams("params must be a JSON object"))
+    assert request_id is not None
+    return RpcRequest(request_id, method, params)
+
+
+def result_body(request_id: RequestId, result: Any) -> bytes:
+    """A success response (``result`` is already JSON-ready)."""
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def error_body(request_id: RequestId, error: RpcError) -> bytes:
+    """An error response."""
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()})
+
+
+def rpc_error_from(exc: TetherError) -> RpcError:
+    """The JSON-RPC error for a domain error the engine or store raised.
+
+    Invalid input (a resume value outside the gate's vocabulary, missing workflow
+    inputs) is the caller's to fix: -32602 with the engine's message and details. A
+    missing resource is TaskNotFound; a state that forbids the operation (already
+    resolved, cancelled meanwhile) is UnsupportedOperation; anything else is internal.
+    """
+    details = exc.details or None
+    if isinstance(exc, InvalidInput):
+        return InvalidParams(exc.message, data=details)
+    if isinstance(exc, NotFound):
+        return TaskNotFound(exc.message)
+    if isinstance(exc, Conflict | Unprocessable | Gone):
+        return UnsupportedOperation(exc.message, data={"reason": exc.code})
+    return InternalError(exc.message)

@@ -1,0 +1,96 @@
+"""Test seams for the OpenWOP conformance suite (``tether serve --enable-test-seams`` only).
+
+``start`` parks a real run at an approval gate, exactly as an A2A client's task would
+be, so the suite can read its durable record. ``push-config`` checks a push URL with
+the egress guard *before* it looks the task up, as the suite's SSRF legs require
+(a refusal is a 400, never a 404). The read seam, ``GET …/tasks/{taskId}``, is not a
+test seam: it is always served, beside ``/v1/a2a/tasks/{taskId}``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from tether.a2a.projection import INTERRUPTED, TERMINAL, task_state
+from tether.a2a.tasks import A2A_TRANSPORT, a2a_metadata
+from tether.engine.engine import Principal
+from tether.errors import InvalidInput, NotFound
+from tether.openwop.deps import host_of, json_body, json_object, require
+from tether.openwop.responses import json_response
+
+__all__ = ["SCENARIO_WORKFLOWS", "absent_router", "router"]
+
+SEAMS = "/v1/host/sample/a2a/tasks"
+#: scenario → the bundled workflow that plays it and its inputs
+SCENARIO_WORKFLOWS: dict[str, tuple[str, dict[str, Any]]] = {
+    "paused-at-approval": ("approval-gated", {"prompt": "a draft parked at an approval gate by the conformance seam"}),
+}
+_FINGERPRINT_MAX = 32
+
+router = APIRouter(tags=["test seams"], include_in_schema=False)
+#: mounted instead of ``router`` when the seams are off: a plain 404, as the suite expects
+#: of an unmounted seam (the read route shares the path, which would otherwise make it 405)
+absent_router = APIRouter(include_in_schema=False)
+
+
+@absent_router.post(f"{SEAMS}/{{seam}}")
+async def seam_absent(seam: str) -> Response:
+    """Say why the seam is missing instead of a bare 405 from the neighbouring read route."""
+    raise NotFound(f"no test seam {seam!r}: the conformance seams are mounted only with 'tether serve --enable-test-seams'")
+
+
+@router.post(f"{SEAMS}/start")
+async def start_task(request: Request, principal: Principal = Depends(require("runs:create"))) -> Response:
+    """Start a real A2A-backed run and answer once it waits (201 ``{taskId}``)."""
+    host = host_of(request)
+    body = json_object(await json_body(request, required=False) or {})
+    scenario = body.get("scenario", "paused-at-approval")
+    if scenario not in SCENARIO_WORKFLOWS:
+        raise InvalidInput(f"unknown scenario {scenario!r}; this host plays {', '.join(SCENARIO_WORKFLOWS)}", details={"field": "scenario"})
+    workflow_id, inputs = SCENARIO_WORKFLOWS[scenario]
+    context_id = f"ctx_{uuid.uuid4()}"
+    created = await host.engine.create_run(
+        principal,
+        workflow_id,
+        inputs,
+        tags=[f"a2a:{context_id}", f"seam:{scenario}"],
+        metadata=a2a_metadata(context_id, None, workflow_id),
+        transport=A2A_TRANSPORT,
+    )
+    run_id = created.run.run_id
+    await host.engine.wait_for(run_id, lambda r: task_state(r.status) in TERMINAL | INTERRUPTED, host.settings.a2a_request_timeout)
+    return json_response({"taskId": run_id}, 201)
+
+
+@router.post(f"{SEAMS}/push-config")
+async def push_config(request: Request, principal: Principal = Depends(require("runs:create"))) -> Response:
+    """Validate a push URL with the egress guard, then look the task up (in that order)."""
+    body = json_object(await json_body(request))
+    task_id, url, fingerprint = body.get("taskId"), body.get("url"), body.get("tokenFingerprint")
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidInput("taskId must be a non-empty string", details={"field": "taskId"})
+    if not isinstance(url, str) or not url:
+        raise InvalidInput("url must be a non-empty string", details={"field": "url"})
+    if fingerprint is not None and (not isinstance(fingerprint, str) or len(fingerprint) > _FINGERPRINT_MAX):
+        raise InvalidInput(f"tokenFingerprint must be a digest of at most {_FINGERPRINT_MAX} characters, never the token", details={"field": "tokenFingerprint"})
+    try:
+        from tether.egress.guard import EgressGuard, EgressPolicy, EgressRefused
+    except ImportError:
+        return json_response({"error": "not_implemented", "message": "this build has no egress guard, so it accepts no push URL"}, 501)
+    try:
+        EgressGuard(EgressPolicy()).check_url(url)  # the production posture: no dev relaxation
+    except EgressRefused as refused:
+        return json_response({"error": "a2a_push_egress_denied", "message": refused.message, "details": {"url": url, "arm": refused.arm}}, 400)
+    if await host_of(request).store.get_task(task_id, principal.tenant) is None:
+        raise NotFound(f"no A2A task {task_id!r}", details={"taskId": task_id})
+    return json_response(
+        {
+            "error": "not_implemented",
+            "message": "the URL passed the egress guard, but this host does not deliver push notifications yet (a2a.pushNotifications is false)",
+        },
+        501,
+    )

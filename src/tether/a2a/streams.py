@@ -1,0 +1,165 @@
+"""A2A streams (``message/stream``, ``tasks/resubscribe``) read from the run's event log.
+
+A stream is "the run's events after sequence N", read from the store and projected to
+A2A events as it goes; the notifier only says when to read again. So a stream misses
+nothing across a host restart, any number of observers see the same events in the
+same order, and reading never executes anything. Each SSE frame carries the run
+sequence it came from as ``id:``, on the last frame a run event produced, so a
+reconnect with ``Last-Event-ID`` resumes after whole run events: no gap, no duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tether.a2a.jsonrpc import InternalError, InvalidParams, RequestId, RpcError, error_body, result_body, rpc_error_from
+from tether.a2a.projection import INTERRUPTED, TERMINAL, status_view, task, task_state, updates
+from tether.engine.state import apply, initial_snapshot
+from tether.errors import TetherError
+from tether.host import Host
+from tether.ids import new_id
+from tether.store.base import RunRow, Store
+
+__all__ = ["Frame", "SSE_HEADERS", "error_stream", "parse_after", "replay", "sse", "task_first"]
+
+log = logging.getLogger("tether.a2a")
+
+#: (A2A event, SSE id) — a None event is a keep-alive; the id is set on the last frame of a run event
+Frame = tuple[dict[str, Any] | None, int | None]
+
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+_PAGE = 500
+
+
+def parse_after(header: str | None, metadata: dict[str, Any] | None, row: RunRow) -> int | None:
+    """The sequence a re-attaching client saw last: ``Last-Event-ID``, else ``metadata.lastSequence``.
+
+    None when the client names none (it gets the current Task first). A sequence the
+    run has not reached is refused: it was never sent, so resuming after it would skip.
+    """
+    raw: Any = None
+    source = ""
+    if header is not None and header.strip():
+        raw, source = header.strip(), "the Last-Event-ID header"
+        try:
+            raw = int(raw)
+        except ValueError:
+            raise InvalidParams(f"{source} must be the sequence number of an event the stream sent") from None
+    elif metadata and "lastSequence" in metadata:
+        raw, source = metadata["lastSequence"], "params.metadata.lastSequence"
+    else:
+        return None
+    if not isinstance(raw, int) or isinstance(raw, bool) or raw < -1:
+        raise InvalidParams(f"{source} must be an integer sequence number (-1 replays from the start)")
+    if raw > row.last_sequence:
+        raise InvalidParams(f"sequence {raw} was never sent: the task's last event is {row.last_sequence}", data={"lastSequence": row.last_sequence})
+    return raw
+
+
+async def _snapshot_at(store: Store, row: RunRow, sequence: int) -> dict[str, Any]:
+    """The run's snapshot as it was right after ``sequence``, folded from the log."""
+    state = initial_snapshot(row.run_id, row.workflow_id, row.created_at)
+    last = -1
+    while last < sequence:
+        events = await store.read_events(row.run_id, last, _PAGE)
+        for event in events:
+            if event.sequence > sequence:
+                return state
+            apply(state, event.doc)
+            last = event.sequence
+        if len(events) < _PAGE:
+            break
+    return state
+
+
+async def _follow(
+    host: Host, task_id: str, context_id: str, after: int, state: dict[str, Any], *, final_on_input_required: bool
+) -> AsyncIterator[Frame]:
+    """The A2A events of the run events after ``after``, live, until a final one.
+
+    ``state`` is the snapshot at ``after`` (it is advanced in place).
+    """
+    keepalive = host.settings.keepalive_seconds
+    last = after
+    with host.notifier.subscribe(task_id) as wake:
+        while True:
+            wake.clear()
+            events = await host.store.read_events(task_id, last, _PAGE)
+            for event in events:
+                doc = event.doc
+                before = status_view(state)
+                apply(state, doc)
+                last = event.sequence
+                produced = updates(task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required)
+                for index, item in enumerate(produced):
+                    yield item, event.sequence if index == len(produced) - 1 else None
+                if produced and produced[-1].get("final"):
+                    return
+            if len(events) == _PAGE:
+                continue
+            if not events:
+                row = await host.store.get_run(task_id)
+                if row is None or (row.is_terminal and last >= row.last_sequence):
+                    return
+            try:
+                await asyncio.wait_for(wake.wait(), keepalive)
+            except TimeoutError:
+                yield None, None
+
+
+async def task_first(
+    host: Host, row: RunRow, context_id: str, history: list[dict[str, Any]], history_length: int | None, *, final_on_input_required: bool
+) -> AsyncIterator[Frame]:
+    """The Task as it is at ``row``, then its updates after that sequence.
+
+    Ends after the Task alone when it is already terminal (or input-required on a
+    stream that ends there).
+    """
+    yield task(row, context_id, history, history_length), row.last_sequence
+    state_now = task_state(row.status)
+    if state_now in TERMINAL or (state_now in INTERRUPTED and final_on_input_required):
+        return
+    async for frame in _follow(host, row.run_id, context_id, row.last_sequence, copy.deepcopy(row.state), final_on_input_required=final_on_input_required):
+        yield frame
+
+
+async def replay(host: Host, row: RunRow, context_id: str, after: int) -> AsyncIterator[Frame]:
+    """Exactly the updates of the run events after ``after`` (no Task first), then live ones.
+
+    ``after`` must be a sequence the run has reached (see :func:`parse_after`).
+    """
+    state = await _snapshot_at(host.store, row, after)
+    async for frame in _follow(host, row.run_id, context_id, after, state, final_on_input_required=False):
+        yield frame
+
+
+async def sse(request_id: RequestId, frames: AsyncIterator[Frame]) -> AsyncIterator[bytes]:
+    """SSE bytes: every ``data:`` line one complete JSON-RPC response, ``id:`` the sequence.
+
+    A failure after the stream began is sent as one JSON-RPC error event, then the
+    stream ends.
+    """
+    try:
+        async for payload, sequence in frames:
+            if payload is None:
+                yield b": keepalive\n\n"
+                continue
+            prefix = b"id: %d\n" % sequence if sequence is not None else b""
+            yield prefix + b"data: " + result_body(request_id, payload) + b"\n\n"
+    except RpcError as exc:
+        yield b"data: " + error_body(request_id, exc) + b"\n\n"
+    except TetherError as exc:
+        yield b"data: " + error_body(request_id, rpc_error_from(exc)) + b"\n\n"
+    except Exception:
+        correlation = new_id("err_")
+        log.exception("A2A stream failed [%s]", correlation)
+        yield b"data: " + error_body(request_id, InternalError(f"the stream failed (correlation id {correlation})")) + b"\n\n"
+
+
+async def error_stream(request_id: RequestId, error: RpcError) -> AsyncIterator[bytes]:
+    """A stream method refused before it began: one error event, as v0.3 clients expect."""
+    yield b"data: " + error_body(request_id, error) + b"\n\n"

@@ -1,0 +1,84 @@
+"""The durable task record: projected in the run's own transaction, read back per tenant.
+
+:func:`project_task_record` is registered on ``engine.projectors``. For every commit of
+an A2A-backed run (``transport == "a2a"``) it returns the run's A2ATaskState whenever
+what the record says changes, so the record and the events that changed it are one
+write: a crash can never leave a stale ``working`` behind a run paused at a gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tether.a2a.capabilities import TRANSPORT
+from tether.a2a.jsonrpc import TaskNotFound
+from tether.a2a.projection import task_record
+from tether.store.base import Extra, RunRow, Store, TaskRecord
+
+__all__ = ["A2A_TRANSPORT", "LiveTask", "a2a_metadata", "context_of", "load_task", "project_task_record"]
+
+A2A_TRANSPORT = TRANSPORT
+
+
+def a2a_metadata(context_id: str, message_id: str | None, skill_id: str) -> dict[str, Any]:
+    """The run ``metadata`` of an A2A-backed run: where the projector finds its context."""
+    a2a: dict[str, Any] = {"contextId": context_id, "skillId": skill_id}
+    if message_id is not None:
+        a2a["messageId"] = message_id
+    return {"a2a": a2a}
+
+
+def context_of(row: RunRow) -> str:
+    """The contextId recorded when the run was started (the run id if none was)."""
+    meta = row.state.get("metadata", {}).get("a2a", {})
+    context = meta.get("contextId") if isinstance(meta, Mapping) else None
+    return context if isinstance(context, str) and context else row.run_id
+
+
+def _view(row: RunRow) -> dict[str, Any]:
+    record = task_record(row.run_id, context_of(row), row.state, "")
+    del record["updatedAt"]
+    return record
+
+
+def project_task_record(before: RunRow | None, after: RunRow, events: list[dict[str, Any]]) -> list[Extra]:
+    """The A2ATaskState to upsert with this commit, if the record changes (pure)."""
+    if after.state.get("transport") != A2A_TRANSPORT:
+        return []
+    if before is not None and before.state.get("transport") == A2A_TRANSPORT and _view(before) == _view(after):
+        return []
+    owner = after.state.get("owner") or {}
+    context = context_of(after)
+    return [
+        TaskRecord(
+            task_id=after.run_id,
+            tenant=after.tenant,
+            principal=str(owner.get("principal", "")),
+            context_id=context,
+            record=task_record(after.run_id, context, after.state, after.updated_at),
+            updated_at=after.updated_at,
+        )
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class LiveTask:
+    """A task the caller may see: its durable record and its run as it is now."""
+
+    record: TaskRecord
+    run: RunRow
+
+    @property
+    def context_id(self) -> str:
+        return self.record.context_id
+
+
+async def load_task(store: Store, task_id: str, tenant: str) -> LiveTask:
+    """The task ``task_id`` of ``tenant``; another tenant's reads exactly like a missing one."""
+    record = await store.get_task(task_id, tenant)
+    run = await store.get_run(task_id, tenant) if record is not None else None
+    if record is None or run is None:
+        raise TaskNotFound(f"no task {task_id!r} is visible to this API key", data={"taskId": task_id})
+    return LiveTask(record, run)

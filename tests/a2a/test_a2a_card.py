@@ -1,0 +1,84 @@
+"""The agent card and the discovery ``a2a`` block: public, valid, and honest about routing."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver
+
+from a2a_wire import error, message, send
+from harness import HostProcess
+from schemas import a2a_validator, fixtures_dir, openwop_validator
+
+BUNDLED = ["approval-gated", "clarification-gated", "echo", "multi-step", "shape"]
+TEST_WORKFLOWS = ["always-fails", "slow", "slow-gate"]
+
+
+def test_card_is_public_valid_and_names_the_rpc_endpoint(host: HostProcess) -> None:
+    with host.client() as anonymous:
+        card = anonymous.get("/.well-known/agent-card.json")
+        beside = anonymous.get("/v1/a2a/agent.json")
+    assert card.status_code == 200 and beside.status_code == 200
+    doc = card.json()
+    assert beside.json() == doc
+    a2a_validator("AgentCard").validate(doc)
+    assert doc["protocolVersion"] == "0.3.0"
+    assert doc["url"] == f"{host.url}/v1/a2a"
+    assert doc["preferredTransport"] == "JSONRPC"
+    assert {"url": doc["url"], "transport": "JSONRPC"} in doc["additionalInterfaces"]
+    assert doc["securitySchemes"]["bearer"]["type"] == "http" and doc["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert doc["security"] == [{"bearer": []}]
+    assert sorted(s["id"] for s in doc["skills"]) == sorted(BUNDLED + TEST_WORKFLOWS)
+
+
+def test_card_and_discovery_advertise_the_same_flags(host: HostProcess) -> None:
+    with host.client() as anonymous:
+        card = anonymous.get("/.well-known/agent-card.json").json()
+        discovery = anonymous.get("/.well-known/openwop").json()
+    openwop_validator("capabilities").validate(discovery)
+    a2a = discovery["a2a"]
+    assert a2a == {
+        "supported": True,
+        "agentCardUrl": f"{host.url}/.well-known/agent-card.json",
+        "streaming": True,
+        "pushNotifications": False,
+        "durableTasks": True,
+        "protocolVersions": ["0.3"],
+        "preferredVersion": "0.3",
+        "profiles": ["a2a-0.3-legacy"],
+    }
+    assert "a2a" in discovery["supportedTransports"]
+    assert card["capabilities"]["streaming"] is a2a["streaming"]
+    assert card["capabilities"]["pushNotifications"] is a2a["pushNotifications"]
+
+
+def test_card_security_is_what_the_endpoint_enforces(host: HostProcess) -> None:
+    with host.client() as anonymous:
+        refused = anonymous.post("/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}})
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"].lower().startswith("bearer")
+
+
+def test_only_card_skills_are_routable(start_host) -> None:  # type: ignore[no-untyped-def]
+    host: HostProcess = start_host("--seed-fixtures", str(fixtures_dir()))
+    assert host.dev_key
+    http = host.http(host.dev_key)
+    card = http.get("/.well-known/agent-card.json").json()
+    skills = {s["id"] for s in card["skills"]}
+    assert skills == set(BUNDLED), "seeded fixtures are not skills"
+    fixtures = http.get("/.well-known/openwop").json()["fixtures"]
+    assert fixtures and not skills & set(fixtures)
+    refused = error(http, "message/send", {"message": message("x", skill=fixtures[0])})
+    assert refused["code"] == -32602 and "not a skill" in refused["message"]
+    for skill in sorted(skills - {"approval-gated", "clarification-gated"}):
+        task = send(http, message("hi", skill=skill))
+        assert task["status"]["state"] == "completed", (skill, task)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+async def test_a2a_sdk_resolves_the_card(host: HostProcess) -> None:
+    async with httpx.AsyncClient() as client:
+        card = await A2ACardResolver(client, host.url).get_agent_card()
+    assert card.url == f"{host.url}/v1/a2a"
+    assert card.capabilities.streaming is True
+    assert {s.id for s in card.skills} >= set(BUNDLED)

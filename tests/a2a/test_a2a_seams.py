@@ -1,0 +1,58 @@
+"""The conformance suite's seams: mounted only on request, a real paused run, the push URL guard first."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from a2a_wire import task_record
+from harness import HostProcess
+
+SEAMS = "/v1/host/sample/a2a/tasks"
+
+
+def test_seams_are_absent_unless_enabled(start_host) -> None:  # type: ignore[no-untyped-def]
+    host: HostProcess = start_host()
+    assert host.dev_key
+    http = host.http(host.dev_key)
+    absent = http.post(f"{SEAMS}/start", json={"scenario": "paused-at-approval"})
+    assert absent.status_code == 404 and "--enable-test-seams" in absent.json()["message"]
+    assert http.post(f"{SEAMS}/push-config", json={"taskId": "run_x", "url": "https://10.0.0.5/push"}).status_code == 404
+    assert http.get(f"{SEAMS}/run_x").status_code == 404, "the read is always served (and this task is unknown)"
+
+
+def test_start_parks_a_real_run_at_an_approval_gate(http: httpx.Client) -> None:
+    started = http.post(f"{SEAMS}/start", json={"scenario": "paused-at-approval"})
+    assert started.status_code == 201
+    task_id = started.json()["taskId"]
+    record = task_record(http, task_id, path=SEAMS)
+    assert record["state"] == "input-required" and record["interruptKind"] == "approval"
+    assert record["runId"] == task_id
+    assert http.get(f"/v1/runs/{task_id}").json()["status"] == "waiting-approval"
+    assert http.post(f"{SEAMS}/start", json={}).status_code == 201, "the scenario defaults to paused-at-approval"
+    refused = http.post(f"{SEAMS}/start", json={"scenario": "on-fire"})
+    assert refused.status_code == 400 and refused.json()["error"] == "validation_error"
+
+
+def test_push_config_checks_the_body(http: httpx.Client) -> None:
+    for body in ({"url": "https://example.com/push"}, {"taskId": "run_x"}, {"taskId": 5, "url": "https://example.com/push"}, {"taskId": "run_x", "url": "https://example.com", "tokenFingerprint": "a" * 33}):
+        response = http.post(f"{SEAMS}/push-config", json=body)
+        assert response.status_code == 400 and response.json()["error"] == "validation_error", body
+
+
+@pytest.mark.parametrize(("url", "arm"), [("https://10.0.0.5/push", "address"), ("http://push.example.com/push", "scheme"), ("https://[::ffff:a00:5]/push", "address")])
+def test_push_config_refuses_before_it_looks_the_task_up(http: httpx.Client, url: str, arm: str) -> None:
+    pytest.importorskip("tether.egress.guard")
+    response = http.post(f"{SEAMS}/push-config", json={"taskId": "run_x", "url": url})
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error"] == "a2a_push_egress_denied" and body["details"]["arm"] == arm
+
+
+def test_push_config_with_an_allowed_url_then_looks_the_task_up(http: httpx.Client) -> None:
+    pytest.importorskip("tether.egress.guard")
+    unknown = http.post(f"{SEAMS}/push-config", json={"taskId": "run_x", "url": "https://93.184.215.14/push"})
+    assert unknown.status_code == 404
+    task_id = http.post(f"{SEAMS}/start", json={}).json()["taskId"]
+    known = http.post(f"{SEAMS}/push-config", json={"taskId": task_id, "url": "https://93.184.215.14/push"})
+    assert known.status_code == 501 and "push" in known.json()["message"]

@@ -1,0 +1,64 @@
+"""The stream machinery in-process: keep-alives while idle, wake-ups as hints, SSE framing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+
+from schemas import a2a_validator
+from tether.a2a.streams import sse, task_first
+from tether.engine.notifier import Notifier
+from tether.engine.state import apply, initial_snapshot
+from tether.settings import Settings
+from tether.store.base import EventRow, RunRow
+
+
+class LogStore:
+    """Just enough of a store: an event log and the run row folded from it."""
+
+    def __init__(self) -> None:
+        self.events: list[EventRow] = []
+        self.state = initial_snapshot("run_1", "echo", "2026-01-01T00:00:00.000Z")
+        self.append("run.started", {"inputs": {"prompt": "hi"}, "transport": "a2a"})
+
+    def append(self, type_: str, payload: dict[str, Any]) -> None:
+        doc = {"eventId": f"e{len(self.events)}", "runId": "run_1", "type": type_, "payload": payload, "timestamp": "2026-01-01T00:00:01.000Z", "sequence": len(self.events)}
+        apply(self.state, doc)
+        self.events.append(EventRow("run_1", doc["sequence"], orjson.dumps(doc)))
+
+    @property
+    def row(self) -> RunRow:
+        return RunRow("run_1", "default", "echo", self.state["status"], len(self.events) - 1, json.loads(json.dumps(self.state)), "t0", "t1")
+
+    async def read_events(self, run_id: str, after: int = -1, limit: int = 1000) -> list[EventRow]:
+        return [e for e in self.events if e.sequence > after][:limit]
+
+    async def get_run(self, run_id: str, tenant: str | None = None) -> RunRow:
+        return self.row
+
+
+async def test_idle_streams_send_keepalives_and_wake_on_a_hint() -> None:
+    store = LogStore()
+    host: Any = SimpleNamespace(settings=Settings(keepalive_seconds=0.05), store=store, notifier=Notifier())
+    frames = sse("r1", task_first(host, store.row, "ctx_1", [], None, final_on_input_required=False))
+    first = await anext(frames)
+    assert first.startswith(b"id: 0\ndata: ")
+    body = json.loads(first.split(b"data: ", 1)[1])
+    a2a_validator("SendStreamingMessageSuccessResponse").validate(body)
+    assert body["id"] == "r1" and body["result"]["kind"] == "task"
+    assert await asyncio.wait_for(anext(frames), 1) == b": keepalive\n\n"
+    assert await asyncio.wait_for(anext(frames), 1) == b": keepalive\n\n"
+
+    store.append("run.completed", {"outputs": {"payload": "hi"}})
+    host.notifier.publish("run_1")
+    rest = [frame async for frame in frames if frame != b": keepalive\n\n"]
+    assert len(rest) == 2
+    assert rest[0].startswith(b"data: ") and b'"kind":"artifact-update"' in rest[0], "no id: on a frame that is not its event's last"
+    assert rest[1].startswith(b"id: 1\ndata: ")
+    final = json.loads(rest[-1].split(b"data: ", 1)[1])
+    assert final["result"]["status"]["state"] == "completed" and final["result"]["final"] is True
+    assert host.notifier.subscriber_count == 0, "a finished stream leaves no waiter behind"
