@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tether.auth.keys import KeyVerifier
+from tether.egress.service import Egress
 from tether.engine.engine import Engine
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
@@ -22,3 +23,4 @@ class Host:
     engine: Engine
     verifier: KeyVerifier
     signer: TokenSigner
+    egress: Egress

@@ -22,11 +22,17 @@ class Settings:
     keepalive_seconds: float = 15.0
     interrupt_token_ttl: float = 1800.0
     key_cache_seconds: float = 2.0
+    secret_key_file: Path | None = None  # default: <data-dir>/host.key
     egress_allow_cidrs: tuple[str, ...] = ()
     egress_ca_bundle: Path | None = None
     push_retry_schedule: str = "5s,30s,2m,10m,1h,4h,12h"
     push_body: str = "status"  # "status": a TaskStatusUpdateEvent; "task": the full Task
     extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def host_key_path(self) -> Path:
+        """The host key that signs interrupt tokens and seals secrets (shared by hosts of one database)."""
+        return self.secret_key_file if self.secret_key_file is not None else self.data_dir / "host.key"
 
     @property
     def base_url(self) -> str:

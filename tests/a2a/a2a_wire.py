@@ -28,6 +28,10 @@ _SUCCESS = {
     "message/send": "SendMessageSuccessResponse",
     "tasks/get": "GetTaskSuccessResponse",
     "tasks/cancel": "CancelTaskSuccessResponse",
+    "tasks/pushNotificationConfig/set": "SetTaskPushNotificationConfigSuccessResponse",
+    "tasks/pushNotificationConfig/get": "GetTaskPushNotificationConfigSuccessResponse",
+    "tasks/pushNotificationConfig/list": "ListTaskPushNotificationConfigSuccessResponse",
+    "tasks/pushNotificationConfig/delete": "DeleteTaskPushNotificationConfigSuccessResponse",
 }
 _RESULT = {"task": "Task", "message": "Message", "status-update": "TaskStatusUpdateEvent", "artifact-update": "TaskArtifactUpdateEvent"}
 _ids = itertools.count(1)
@@ -67,9 +71,10 @@ def check_response(method: str, body: dict[str, Any]) -> None:
         return
     a2a_validator(_SUCCESS.get(method, "JSONRPCSuccessResponse")).validate(body)
     result = body["result"]
-    a2a_validator(_RESULT[result["kind"]]).validate(result)
-    if result["kind"] == "task":
-        check_task(result)
+    if isinstance(result, dict) and "kind" in result:
+        a2a_validator(_RESULT[result["kind"]]).validate(result)
+        if result["kind"] == "task":
+            check_task(result)
 
 
 def check_task(task: dict[str, Any]) -> None:
@@ -95,11 +100,10 @@ def rpc(http: httpx.Client, method: str, params: Any, **kwargs: Any) -> dict[str
     return body
 
 
-def result(http: httpx.Client, method: str, params: Any, **kwargs: Any) -> dict[str, Any]:
+def result(http: httpx.Client, method: str, params: Any, **kwargs: Any) -> Any:
     body = rpc(http, method, params, **kwargs)
     assert "result" in body, body
-    value: dict[str, Any] = body["result"]
-    return value
+    return body["result"]
 
 
 def error(http: httpx.Client, method: str, params: Any, **kwargs: Any) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def test_card_and_discovery_advertise_the_same_flags(host: HostProcess) -> None:
         "supported": True,
         "agentCardUrl": f"{host.url}/.well-known/agent-card.json",
         "streaming": True,
-        "pushNotifications": False,
+        "pushNotifications": True,
         "durableTasks": True,
         "protocolVersions": ["0.3"],
         "preferredVersion": "0.3",

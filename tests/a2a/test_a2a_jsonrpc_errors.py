@@ -124,10 +124,11 @@ def test_content_and_skill_refusals(http: httpx.Client) -> None:
     assert unknown["code"] == -32602 and "echo" in unknown["message"]
     missing_input = error(http, "message/send", {"message": message(data={"other": 1})})
     assert missing_input["code"] == -32602 and "prompt" in missing_input["message"]
-    push = error(http, "message/send", {"message": message("x"), "configuration": {"pushNotificationConfig": {"url": "https://example.com/push"}}})
-    assert push["code"] == -32003
-    for method in ("tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get", "tasks/pushNotificationConfig/list", "tasks/pushNotificationConfig/delete"):
-        assert error(http, method, {"id": "x"})["code"] == -32003
+    for url, arm in (("http://push.example.com/push", "scheme"), ("https://10.0.0.5/push", "address")):
+        push = error(http, "message/send", {"message": message("x"), "configuration": {"pushNotificationConfig": {"url": url}}})
+        assert push["code"] == -32602 and f"{arm} arm" in push["message"], push
+    for method in ("tasks/pushNotificationConfig/get", "tasks/pushNotificationConfig/list", "tasks/pushNotificationConfig/delete"):
+        assert error(http, method, {"id": "run_nope", "pushNotificationConfigId": "c1"})["code"] == -32001
     assert error(http, "agent/getAuthenticatedExtendedCard", {})["code"] == -32007
     _nothing_stored(http)
 

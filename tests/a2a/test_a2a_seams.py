@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from a2a_wire import task_record
+from schemas import openwop_validator
 from harness import HostProcess
 
 SEAMS = "/v1/host/sample/a2a/tasks"
@@ -55,4 +56,7 @@ def test_push_config_with_an_allowed_url_then_looks_the_task_up(http: httpx.Clie
     assert unknown.status_code == 404
     task_id = http.post(f"{SEAMS}/start", json={}).json()["taskId"]
     known = http.post(f"{SEAMS}/push-config", json={"taskId": task_id, "url": "https://93.184.215.14/push"})
-    assert known.status_code == 501 and "push" in known.json()["message"]
+    assert known.status_code == 200, known.text
+    record = known.json()
+    openwop_validator("a2a-task-state").validate(record)
+    assert record["taskId"] == task_id and record["pushConfig"] == {"url": "https://93.184.215.14/push"}

@@ -74,3 +74,13 @@ def test_workflows_dir_adds_workflows(start_host, tmp_path: Path) -> None:  # ty
     listed = {w["id"]: w for w in host.http(host.dev_key).get("/v1/workflows").json()["workflows"]}
     assert listed["my-echo"]["source"] == "dir" and listed["my-echo"]["executable"]
     assert {"echo", "multi-step", "approval-gated", "clarification-gated"} <= set(listed)
+
+
+def test_host_key_is_private_and_can_live_elsewhere(start_host, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    host: HostProcess = start_host()
+    default_key = host.data_dir / "host.key"
+    assert default_key.stat().st_mode & 0o777 == 0o600 and len(default_key.read_bytes()) == 32
+    shared = tmp_path / "keys" / "shared.key"
+    other: HostProcess = start_host("--secret-key-file", str(shared), name="other")
+    assert shared.stat().st_mode & 0o777 == 0o600
+    assert not (other.data_dir / "host.key").exists()

@@ -184,3 +184,58 @@ async def test_webhook_fanout_matches_events_and_signs(store: SqliteStore) -> No
     signature, timestamp = found[0], found[1]
     assert verify_webhook_signature(secret, signature, timestamp, request.content).valid
     assert verify_webhook_signature(secret, request.headers["X-openwop-Signature"], request.headers["X-openwop-Timestamp"], request.content).valid
+
+
+class _RebindingResolver:
+    """Answers a public address first (registration), then a private one (delivery)."""
+
+    def __init__(self) -> None:
+        self.answers = [["93.184.216.34"], ["10.0.0.7"]]
+        self.calls = 0
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        self.calls += 1
+        return self.answers[min(self.calls - 1, len(self.answers) - 1)]
+
+
+class _NoDialBackend:
+    """A network backend that records every dial: none may happen."""
+
+    def __init__(self) -> None:
+        self.dials: list[tuple[str, int]] = []
+
+    async def connect_tcp(self, host: str, port: int, *args: object, **kwargs: object) -> object:
+        self.dials.append((host, port))
+        raise AssertionError("the outbox dialled a target the guard should have refused")
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+async def test_dns_rebinding_sends_nothing(store: SqliteStore) -> None:
+    from tether.egress.guard import EgressGuard, EgressPolicy
+    from tether.egress.transport import build_egress_client
+
+    resolver = _RebindingResolver()
+    guard = EgressGuard(EgressPolicy(), resolver)
+    await guard.resolve_and_check("https://rebind.example/push")  # registration: public, accepted
+    backend = _NoDialBackend()
+    client = build_egress_client(guard, network_backend=backend)  # type: ignore[arg-type]
+    await store.commit(Commit(run=RunRow("t9", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()), events=[], expected_sequence=None))
+    await store.put_push_config(PushConfigRow("t9", "c1", "default", "https://rebind.example/push", None, None, [], None, clock.now_iso()))
+    await _enqueue_push(store, "t9", 0)
+    worker = OutboxWorker(store, client, BOX, RetrySchedule.parse("10ms"))
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(500):
+            if await store.list_deliveries(None, "dead"):
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.aclose()
+    dead = await store.list_deliveries(None, "dead")
+    assert backend.dials == [], "nothing was sent to the rebound address"
+    assert dead and "10.0.0.7" in (dead[0].last_error or "") and "egress guard" in (dead[0].last_error or "")
+    assert resolver.calls == 3, "resolved again before every attempt"

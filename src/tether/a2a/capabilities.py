@@ -67,8 +67,7 @@ class A2ACapabilities:
 def a2a_capabilities(settings: Settings) -> A2ACapabilities:
     """The flags for a host built from ``settings``.
 
-    Streaming (``message/stream``, ``tasks/resubscribe``) and durable task records are
-    always served. Push notifications are not: no push delivery exists yet, so the flag
-    stays false and the push methods answer PushNotificationNotSupported.
+    Streaming (``message/stream``, ``tasks/resubscribe``), durable task records and push
+    notifications (guarded URLs, a durable outbox) are always served.
     """
-    return A2ACapabilities(base_url=settings.base_url, streaming=True, push_notifications=False, durable_tasks=True)
+    return A2ACapabilities(base_url=settings.base_url, streaming=True, push_notifications=True, durable_tasks=True)

@@ -28,7 +28,19 @@ from tether.a2a.jsonrpc import (
     UnsupportedOperation,
     rpc_error_from,
 )
-from tether.a2a.params import Message, SendParams, TaskIdParams, TaskQueryParams, message_inputs, parse_params, reply_value
+from tether.a2a.params import (
+    DeletePushParams,
+    GetPushParams,
+    Message,
+    SendParams,
+    SetPushParams,
+    TaskIdParams,
+    TaskQueryParams,
+    message_inputs,
+    parse_params,
+    reply_value,
+)
+from tether.a2a.push import PushConfigInput, check_push_url, config_view, seal_config
 from tether.a2a.projection import INTERRUPTED, TERMINAL, task, task_state
 from tether.a2a.skills import OUTPUT_MODES, resolve_skill
 from tether.a2a.streams import Frame, parse_after, replay, task_first
@@ -71,6 +83,10 @@ def required_scope(request: RpcRequest) -> str | None:
         return "runs:read"
     if request.method == "tasks/cancel":
         return "runs:cancel"
+    if request.method in ("tasks/pushNotificationConfig/get", "tasks/pushNotificationConfig/list"):
+        return "runs:read"
+    if request.method in ("tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/delete"):
+        return "runs:create"
     return None
 
 
@@ -110,7 +126,9 @@ class A2AHandlers:
         self.host = host
         self.capabilities = capabilities
 
-    async def handle(self, principal: Principal, request: RpcRequest, *, last_event_id: str | None = None) -> dict[str, Any] | Stream:
+    async def handle(
+        self, principal: Principal, request: RpcRequest, *, last_event_id: str | None = None
+    ) -> dict[str, Any] | list[dict[str, Any]] | None | Stream:
         """Run one call; raises an RpcError for anything the caller must change."""
         method = request.method
         if method in STREAMING_METHODS and not self.capabilities.streaming:
@@ -126,10 +144,12 @@ class A2AHandlers:
         if method == "tasks/resubscribe":
             return await self.tasks_resubscribe(principal, request.params, last_event_id)
         if method in _PUSH_METHODS:
-            raise PushNotificationNotSupported(
-                "this agent does not deliver push notifications (capabilities.pushNotifications is false): "
-                "poll tasks/get or re-attach with tasks/resubscribe"
-            )
+            if not self.capabilities.push_notifications:
+                raise PushNotificationNotSupported(
+                    "this agent does not deliver push notifications (capabilities.pushNotifications is false): "
+                    "poll tasks/get or re-attach with tasks/resubscribe"
+                )
+            return await self.push_config(principal, method, request.params)
         assert method == "agent/getAuthenticatedExtendedCard"
         raise ExtendedCardNotConfigured("this agent has no extended card: the public card at /.well-known/agent-card.json is complete")
 
@@ -151,6 +171,15 @@ class A2AHandlers:
         length = params.configuration.historyLength if params.configuration else None
         return Stream(task_first(self.host, row, context_id, history, length, final_on_input_required=True))
 
+    async def _inline_push(self, params: SendParams) -> PushConfigInput | None:
+        """The push config given with a message, checked by the egress guard before anything is written."""
+        config = params.configuration
+        if config is None or config.pushNotificationConfig is None:
+            return None
+        push = parse_params(PushConfigInput, config.pushNotificationConfig)
+        await check_push_url(self.host, push.url)
+        return push
+
     def _send_params(self, raw: dict[str, Any]) -> SendParams:
         params = parse_params(SendParams, raw)
         config = params.configuration
@@ -169,11 +198,12 @@ class A2AHandlers:
         return params
 
     async def _deliver(self, principal: Principal, params: SendParams) -> tuple[RunRow, str]:
+        push = await self._inline_push(params)
         if params.message.taskId is not None:
-            return await self._reply(principal, params.message)
-        return await self._start(principal, params)
+            return await self._reply(principal, params.message, push)
+        return await self._start(principal, params, push)
 
-    async def _start(self, principal: Principal, params: SendParams) -> tuple[RunRow, str]:
+    async def _start(self, principal: Principal, params: SendParams, push: PushConfigInput | None) -> tuple[RunRow, str]:
         """Start the skill's run; a (principal, messageId) seen before returns its task."""
         message = params.message
         store = self.host.store
@@ -185,13 +215,16 @@ class A2AHandlers:
             live = await load_task(store, seen.run_id, principal.tenant)
             return live.run, live.context_id
         context_id = message.contextId or f"ctx_{uuid.uuid4()}"
-        # The history entry needs the run id the engine mints: it is added to the same
-        # commit from ``respond``, which the engine calls with the run before writing it.
-        extras: list[Extra] = []
 
         def respond(row: RunRow) -> dict[str, Any]:
-            extras.append(TaskMessage(row.run_id, message.messageId, _history_entry(message, row.run_id, context_id), clock.now_iso()))
             return {"taskId": row.run_id, "contextId": context_id}
+
+        def first_message(row: RunRow) -> list[Extra]:
+            """The history entry and any push config, written with the run (they need its id)."""
+            extras: list[Extra] = [TaskMessage(row.run_id, message.messageId, _history_entry(message, row.run_id, context_id), clock.now_iso())]
+            if push is not None:
+                extras.append(seal_config(self.host, row.run_id, principal.tenant, push))
+            return extras
 
         try:
             created = await self.host.engine.create_run(
@@ -203,7 +236,7 @@ class A2AHandlers:
                 transport=A2A_TRANSPORT,
                 idempotency=claim,
                 respond=respond,
-                extras=extras,
+                extras=first_message,
             )
         except TetherError as exc:
             raise rpc_error_from(exc) from exc
@@ -212,7 +245,7 @@ class A2AHandlers:
             return live.run, live.context_id
         return created.run, context_id
 
-    async def _reply(self, principal: Principal, message: Message) -> tuple[RunRow, str]:
+    async def _reply(self, principal: Principal, message: Message, push: PushConfigInput | None = None) -> tuple[RunRow, str]:
         """Resolve the task's pending interrupt with the message; a retried reply is a no-op."""
         assert message.taskId is not None
         live = await load_task(self.host.store, message.taskId, principal.tenant)
@@ -226,10 +259,14 @@ class A2AHandlers:
         self._check_waiting(live)
         interrupt = live.run.state["interrupt"]
         value = reply_value(message, interrupt)
-        entry = TaskMessage(live.run.run_id, message.messageId, _history_entry(message, live.run.run_id, live.context_id), clock.now_iso())
+        extras: list[Extra] = [
+            TaskMessage(live.run.run_id, message.messageId, _history_entry(message, live.run.run_id, live.context_id), clock.now_iso())
+        ]
+        if push is not None:
+            extras.append(seal_config(self.host, live.run.run_id, principal.tenant, push))
         try:
             row = await self.host.engine.resolve(
-                principal, live.run.run_id, interrupt["nodeId"], value, interrupt_id=interrupt["interruptId"], extras=[entry]
+                principal, live.run.run_id, interrupt["nodeId"], value, interrupt_id=interrupt["interruptId"], extras=extras
             )
         except Conflict as exc:  # resolved meanwhile: by this very message (a racing retry) or another
             if await self._has_message(live.run.run_id, message.messageId):
@@ -296,3 +333,36 @@ class A2AHandlers:
             return Stream(replay(self.host, live.run, live.context_id, after))
         history = await self.host.store.list_task_messages(params.id)
         return Stream(task_first(self.host, live.run, live.context_id, history, None, final_on_input_required=False))
+
+    # tasks/pushNotificationConfig/* ---------------------------------------------------------
+
+    async def push_config(self, principal: Principal, method: str, raw: dict[str, Any]) -> dict[str, Any] | list[dict[str, Any]] | None:
+        """set / get / list / delete a task's push configs (another tenant's task reads as unknown)."""
+        store = self.host.store
+        if method == "tasks/pushNotificationConfig/set":
+            params = parse_params(SetPushParams, raw)
+            push = parse_params(PushConfigInput, params.pushNotificationConfig)
+            await check_push_url(self.host, push.url)
+            await load_task(store, params.taskId, principal.tenant)
+            row = seal_config(self.host, params.taskId, principal.tenant, push)
+            await store.put_push_config(row)
+            return config_view(row)
+        if method == "tasks/pushNotificationConfig/list":
+            listed = parse_params(TaskIdParams, raw)
+            await load_task(store, listed.id, principal.tenant)
+            return [config_view(row) for row in await store.list_push_configs(listed.id)]
+        if method == "tasks/pushNotificationConfig/get":
+            got = parse_params(GetPushParams, raw)
+            await load_task(store, got.id, principal.tenant)
+            configs = await store.list_push_configs(got.id)
+            chosen = [c for c in configs if got.pushNotificationConfigId in (None, c.config_id)]
+            if not chosen:
+                raise InvalidParams(
+                    f"task {got.id!r} has no push config {got.pushNotificationConfigId!r}" if got.pushNotificationConfigId else f"task {got.id!r} has no push config",
+                    data={"taskId": got.id},
+                )
+            return config_view(chosen[0])
+        deleted = parse_params(DeletePushParams, raw)
+        await load_task(store, deleted.id, principal.tenant)
+        await store.delete_push_config(deleted.id, deleted.pushNotificationConfigId)
+        return None

@@ -90,6 +90,19 @@ class TaskQueryParams(TaskIdParams):
     historyLength: int | None = Field(default=None, ge=0)
 
 
+class SetPushParams(_Strict):
+    taskId: str = Field(min_length=1)
+    pushNotificationConfig: dict[str, Any]
+
+
+class GetPushParams(TaskIdParams):
+    pushNotificationConfigId: str | None = Field(default=None, min_length=1)
+
+
+class DeletePushParams(TaskIdParams):
+    pushNotificationConfigId: str = Field(min_length=1)
+
+
 def parse_params(model: type[M], params: dict[str, Any]) -> M:
     """``params`` as ``model``, or InvalidParams naming every bad field."""
     try:

@@ -16,6 +16,7 @@ from starlette.responses import Response, StreamingResponse
 from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH, RPC_PATH, a2a_capabilities
 from tether.a2a.card import agent_card
 from tether.a2a.handlers import METHODS, STREAMING_METHODS, A2AHandlers, Stream, required_scope
+from tether.a2a.push import push_record
 from tether.a2a.jsonrpc import InternalError, Rejected, RequestId, RpcError, error_body, parse_request, result_body, rpc_error_from
 from tether.a2a.streams import SSE_HEADERS, error_stream, sse
 from tether.engine.engine import Principal
@@ -82,7 +83,8 @@ async def rpc(request: Request) -> Response:
 @router.get("/v1/host/sample/a2a/tasks/{task_id}")
 async def get_task_state(task_id: str, request: Request, principal: Principal = Depends(require("runs:read"))) -> Response:
     """The persisted A2ATaskState (RFC 0100 §2), flat; another tenant's task is a 404."""
-    record = await host_of(request).store.get_task(task_id, principal.tenant)
+    store = host_of(request).store
+    record = await store.get_task(task_id, principal.tenant)
     if record is None:
         raise NotFound(f"no A2A task {task_id!r}", details={"taskId": task_id})
-    return json_response(record.record)
+    return json_response(push_record(record.record, await store.list_push_configs(task_id)))

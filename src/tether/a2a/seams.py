@@ -15,6 +15,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
+from tether.a2a.jsonrpc import InvalidParams
+from tether.a2a.push import PushConfigInput, check_push_url, push_record, seal_config
+from tether.egress.guard import EgressGuard, EgressPolicy, EgressRefused
 from tether.a2a.projection import INTERRUPTED, TERMINAL, task_state
 from tether.a2a.tasks import A2A_TRANSPORT, a2a_metadata
 from tether.engine.engine import Principal
@@ -78,19 +81,18 @@ async def push_config(request: Request, principal: Principal = Depends(require("
     if fingerprint is not None and (not isinstance(fingerprint, str) or len(fingerprint) > _FINGERPRINT_MAX):
         raise InvalidInput(f"tokenFingerprint must be a digest of at most {_FINGERPRINT_MAX} characters, never the token", details={"field": "tokenFingerprint"})
     try:
-        from tether.egress.guard import EgressGuard, EgressPolicy, EgressRefused
-    except ImportError:
-        return json_response({"error": "not_implemented", "message": "this build has no egress guard, so it accepts no push URL"}, 501)
-    try:
-        EgressGuard(EgressPolicy()).check_url(url)  # the production posture: no dev relaxation
+        EgressGuard(EgressPolicy()).check_url(url)  # the production posture: no operator relaxation
     except EgressRefused as refused:
         return json_response({"error": "a2a_push_egress_denied", "message": refused.message, "details": {"url": url, "arm": refused.arm}}, 400)
-    if await host_of(request).store.get_task(task_id, principal.tenant) is None:
+    host = host_of(request)
+    try:
+        await check_push_url(host, url)
+    except InvalidParams as refused:
+        return json_response({"error": "a2a_push_egress_denied", "message": refused.message, "details": {"url": url}}, 400)
+    record = await host.store.get_task(task_id, principal.tenant)
+    if record is None:
         raise NotFound(f"no A2A task {task_id!r}", details={"taskId": task_id})
-    return json_response(
-        {
-            "error": "not_implemented",
-            "message": "the URL passed the egress guard, but this host does not deliver push notifications yet (a2a.pushNotifications is false)",
-        },
-        501,
-    )
+    row = seal_config(host, task_id, principal.tenant, PushConfigInput(url=url))
+    row.token_fingerprint = fingerprint
+    await host.store.put_push_config(row)
+    return json_response(push_record(record.record, await host.store.list_push_configs(task_id)))

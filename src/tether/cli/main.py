@@ -56,6 +56,16 @@ def _console() -> Console:
     return Console(highlight=False)
 
 
+def _schedule_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from tether.egress.outbox import RetrySchedule
+
+    try:
+        RetrySchedule.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return value
+
+
 # --- shared options ------------------------------------------------------------------------
 
 
@@ -165,6 +175,11 @@ def main() -> None:
 )
 @click.option("--enable-test-seams", is_flag=True, help="Serve the conformance suite's test seams (never in production).")
 @click.option(
+    "--secret-key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Host key that seals push and webhook secrets and signs interrupt tokens [default: <data-dir>/host.key].",
+)
+@click.option(
     "--egress-allow-cidr",
     "egress_allow_cidrs",
     multiple=True,
@@ -179,6 +194,7 @@ def main() -> None:
     "--push-retry-schedule",
     default="5s,30s,2m,10m,1h,4h,12h",
     show_default=True,
+    callback=_schedule_option,
     help="Delays between delivery attempts; after the last one a delivery is dead-lettered.",
 )
 @click.option(
@@ -200,6 +216,7 @@ def serve(
     default_skill: str,
     a2a_request_timeout: float,
     enable_test_seams: bool,
+    secret_key_file: Path | None,
     egress_allow_cidrs: tuple[str, ...],
     egress_ca_bundle: Path | None,
     push_retry_schedule: str,
@@ -222,6 +239,7 @@ def serve(
             default_skill=default_skill,
             a2a_request_timeout=a2a_request_timeout,
             enable_test_seams=enable_test_seams,
+            secret_key_file=secret_key_file,
             egress_allow_cidrs=tuple(egress_allow_cidrs),
             egress_ca_bundle=egress_ca_bundle,
             push_retry_schedule=push_retry_schedule,

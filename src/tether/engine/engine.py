@@ -208,9 +208,14 @@ class Engine:
         idempotency: IdempotencyClaim | None = None,
         respond: Callable[[RunRow], dict[str, Any]] | None = None,
         status_code: int = 201,
-        extras: list[Extra] | None = None,
+        extras: Callable[[RunRow], list[Extra]] | None = None,
     ) -> Created:
-        """Validate, then write the run and its ``run.started`` in one fsync'd transaction."""
+        """Validate, then write the run and its ``run.started`` in one fsync'd transaction.
+
+        ``respond`` builds the answer to store with an idempotency claim, and ``extras``
+        what else the creation writes (e.g. the first A2A message); both are given the
+        run row, whose id the engine mints.
+        """
         try:
             entry = self.registry.get(workflow_id)
         except NotFound as exc:
@@ -242,7 +247,7 @@ class Engine:
         if idempotency is not None:
             record = IdempotencyRecord(principal.tenant, idempotency.scope, idempotency.key, idempotency.request_digest, run_id, status_code, body, now)
         try:
-            run = await self._commit(batch, record, new=True, extras=extras)
+            run = await self._commit(batch, record, new=True, extras=extras(projected) if extras else None)
         except IdempotencyClaimed as claimed:
             existing = await self.store.get_run(claimed.existing.run_id or "", principal.tenant)
             if existing is None:
@@ -486,7 +491,7 @@ class Engine:
                 raise NotFound(f"run {run_id} is not waiting at node {node_id!r}", code="interrupt_not_found", details={"runId": run_id, "nodeId": node_id})
             _resolution(batch, interrupt, resume_value, principal)
 
-        row, _ = await self._transition(principal.tenant if interrupt_id is None else None, run_id, decide, extras)
+        row, _ = await self._transition(principal.tenant, run_id, decide, extras)
         for resolved in row.state.get("resolvedInterrupts", []):
             timer = self._timers.pop(resolved.get("interruptId"), None)
             if timer is not None:

@@ -34,7 +34,7 @@ def discovery_document(host: Host) -> dict[str, Any]:
         "engineVersion": 1,
         "eventLogSchemaVersion": 1,
         "fixtures": host.registry.executable_fixtures(),
-        "webhooks": {"supported": False},
+        "webhooks": {"supported": True, "signatureAlgorithms": ["v1"]},
         "a2a": a2a.discovery_block(),
     }
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import time
+from email.utils import formatdate
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -100,3 +102,31 @@ class TraceparentEcho:
             await send(message)
 
         await self.app(scope, receive, echo)
+
+
+class DateHeader:
+    """Stamp every response with ``Date`` (computed at most once a second, on demand)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._second = 0
+        self._value = b""
+
+    def _now(self) -> bytes:
+        second = int(time.time())
+        if second != self._second:
+            self._second = second
+            self._value = formatdate(second, usegmt=True).encode()
+        return self._value
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def stamp(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (b"date", self._now())]}
+            await send(message)
+
+        await self.app(scope, receive, stamp)

@@ -177,7 +177,7 @@ class DeliveryRow:
     updated_at: str
 
 
-Extra = TaskRecord | TaskMessage | Fanout
+Extra = TaskRecord | TaskMessage | Fanout | PushConfigRow
 
 
 @dataclass(slots=True)

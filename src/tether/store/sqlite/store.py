@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from tether.errors import SequenceConflict, StoreUnavailable
+from tether.errors import Conflict, SequenceConflict, StoreUnavailable
 from tether.store._queries import load_queries
 from tether.store.base import (
     Commit,
@@ -108,6 +108,20 @@ def _key_row(row: tuple[Any, ...]) -> KeyRow:
 
 def _push_row(row: tuple[Any, ...]) -> PushConfigRow:
     return PushConfigRow(row[0], row[1], row[2], row[3], row[4], row[5], orjson.loads(row[6]), row[7], row[8])
+
+
+def _push_params(row: PushConfigRow) -> dict[str, Any]:
+    return {
+        "task_id": row.task_id,
+        "config_id": row.config_id,
+        "tenant": row.tenant,
+        "url": row.url,
+        "token_fingerprint": row.token_fingerprint,
+        "token_secret": row.token_secret,
+        "auth_schemes": orjson.dumps(row.auth_schemes).decode(),
+        "auth_secret": row.auth_secret,
+        "created_at": row.created_at,
+    }
 
 
 def _webhook_row(row: tuple[Any, ...]) -> WebhookRow:
@@ -352,10 +366,17 @@ class SqliteStore:
                         },
                     )
                 elif isinstance(extra, TaskMessage):
-                    conn.execute(
-                        Q["insert_task_message"],
-                        {"task_id": extra.task_id, "message_id": extra.message_id, "message": orjson.dumps(extra.message), "created_at": extra.created_at},
-                    )
+                    try:
+                        conn.execute(
+                            Q["insert_task_message"],
+                            {"task_id": extra.task_id, "message_id": extra.message_id, "message": orjson.dumps(extra.message), "created_at": extra.created_at},
+                        )
+                    except sqlite3.IntegrityError as exc:
+                        raise Conflict(
+                            f"message {extra.message_id!r} is already in the history of task {extra.task_id!r}", code="message_already_recorded"
+                        ) from exc
+                elif isinstance(extra, PushConfigRow):
+                    conn.execute(Q["upsert_push_config"], _push_params(extra))
                 elif isinstance(extra, Fanout):
                     enqueued += _fan_out(conn, extra, run.updated_at)
                 else:
@@ -438,8 +459,6 @@ class SqliteStore:
         try:
             await self._write(write)
         except sqlite3.IntegrityError as exc:
-            from tether.errors import Conflict
-
             raise Conflict(f"an active key named {key.name!r} already exists", code="key_exists") from exc
 
     async def get_key(self, key_id: str) -> KeyRow | None:
@@ -499,17 +518,7 @@ class SqliteStore:
     # push configs ------------------------------------------------------------------------
 
     async def put_push_config(self, row: PushConfigRow) -> None:
-        params = {
-            "task_id": row.task_id,
-            "config_id": row.config_id,
-            "tenant": row.tenant,
-            "url": row.url,
-            "token_fingerprint": row.token_fingerprint,
-            "token_secret": row.token_secret,
-            "auth_schemes": orjson.dumps(row.auth_schemes).decode(),
-            "auth_secret": row.auth_secret,
-            "created_at": row.created_at,
-        }
+        params = _push_params(row)
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(Q["upsert_push_config"], params)

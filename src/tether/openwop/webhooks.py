@@ -1,0 +1,138 @@
+"""OpenWOP webhooks: subscribe, unsubscribe, and the operators' view of the outbox."""
+
+from __future__ import annotations
+
+import secrets as random_secrets
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import Response
+
+from tether.engine import clock
+from tether.engine.engine import Principal
+from tether.errors import Forbidden, InvalidInput, NotFound
+from tether.ids import new_id
+from tether.openwop.deps import body_schema, host_of, json_body, parse_model, require
+from tether.openwop.models import ERRORS
+from tether.openwop.responses import json_response
+from tether.store.base import DeliveryRow, Extra, Fanout, RunRow, WebhookRow
+
+router = APIRouter(tags=["webhooks"], responses=ERRORS)
+
+
+class RegisterWebhook(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(min_length=1, max_length=2048)
+    events: list[str] | None = Field(default=None, max_length=100)
+    eventTypes: list[str] | None = Field(default=None, max_length=100)
+    tenantId: str | None = Field(default=None, max_length=128)
+    secret: str | None = Field(default=None, max_length=512)
+    tags: list[str] = Field(default_factory=list, max_length=100)
+
+
+def webhook_fanout(before: RunRow | None, after: RunRow, events: list[dict[str, Any]]) -> list[Extra]:
+    """Every committed run event is offered to the tenant's webhooks (matched in the write)."""
+    tags = list(after.state.get("tags", []))
+    return [
+        Fanout(
+            kind="webhook",
+            tenant=after.tenant,
+            run_id=after.run_id,
+            sequence=event["sequence"],
+            body=orjson.dumps({"runId": after.run_id, "workspaceId": after.tenant, "event": event}),
+            event_type=event["type"],
+            tags=tags,
+        )
+        for event in events
+    ]
+
+
+@router.post("/v1/webhooks", status_code=201, openapi_extra=body_schema(RegisterWebhook))
+async def register_webhook(request: Request, principal: Principal = Depends(require("webhooks:manage"))) -> Response:
+    """Subscribe an https URL to run events; the signing secret is shown only in this answer."""
+    host = host_of(request)
+    body: RegisterWebhook = parse_model(RegisterWebhook, await json_body(request))
+    if body.tenantId is not None and body.tenantId != principal.tenant:
+        raise Forbidden("tenantId names a tenant this API key does not belong to")
+    events = body.events if body.events is not None else body.eventTypes
+    if not events:
+        raise InvalidInput("events must list at least one run event type", details={"field": "events"})
+    try:
+        await host.egress.guard.resolve_and_check(body.url)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, code="webhook_url_rejected", details={"url": body.url, **(exc.details or {})}) from exc
+    secret = body.secret if body.secret and len(body.secret) >= 32 else random_secrets.token_hex(32)
+    webhook_id = new_id("wh_")
+    now = clock.now_iso()
+    fingerprint = host.egress.box.fingerprint(secret)
+    await host.store.put_webhook(
+        WebhookRow(webhook_id, principal.tenant, body.url, list(events), list(body.tags), host.egress.box.seal(secret, context=f"webhook:{webhook_id}"), fingerprint, now)
+    )
+    return json_response(
+        {
+            "webhookId": webhook_id,
+            "subscriptionId": webhook_id,
+            "url": body.url,
+            "secret": secret,
+            "secretFingerprint": fingerprint,
+            "events": list(events),
+            "eventTypes": list(events),
+            "tags": list(body.tags),
+            "createdAt": now,
+            "signatureAlgorithm": "v1",
+        },
+        201,
+    )
+
+
+@router.delete("/v1/webhooks/{webhook_id}", status_code=204)
+async def delete_webhook(request: Request, webhook_id: str, tenantId: str | None = Query(default=None), principal: Principal = Depends(require("webhooks:manage"))) -> Response:
+    """Unsubscribe; pending deliveries to it are dropped at their next attempt."""
+    if tenantId is not None and tenantId != principal.tenant:
+        raise Forbidden("tenantId names a tenant this API key does not belong to")
+    if not await host_of(request).store.delete_webhook(principal.tenant, webhook_id):
+        raise NotFound(f"no webhook {webhook_id!r}", code="subscription_not_found")
+    return Response(status_code=204)
+
+
+def delivery_view(row: DeliveryRow) -> dict[str, Any]:
+    """A delivery as operators see it: where it goes and how it fared, never a secret."""
+    return {
+        "deliveryId": row.delivery_id,
+        "kind": row.kind,
+        "targetId": row.target_id,
+        "runId": row.run_id,
+        "sequence": row.sequence,
+        "url": row.url,
+        "status": row.status,
+        "attempts": row.attempts,
+        "nextAttemptAt": row.next_attempt_at,
+        "lastError": row.last_error,
+        "createdAt": row.created_at,
+        "updatedAt": row.updated_at,
+    }
+
+
+@router.get("/v1/deliveries")
+async def list_deliveries(
+    request: Request,
+    status: str | None = Query(default=None, pattern="^(pending|delivered|dead)$"),
+    limit: int = Query(default=100, ge=1, le=1000),
+    principal: Principal = Depends(require("webhooks:manage")),
+) -> Response:
+    """Outbound deliveries of the caller's tenant (``status=dead`` lists dead letters)."""
+    rows = await host_of(request).store.list_deliveries(principal.tenant, status, limit)
+    return json_response({"deliveries": [delivery_view(r) for r in rows]})
+
+
+@router.post("/v1/deliveries/{delivery_id}/redeliver")
+async def redeliver(request: Request, delivery_id: str, principal: Principal = Depends(require("webhooks:manage"))) -> Response:
+    """Put a dead letter back in line; it is attempted again on the whole ladder."""
+    host = host_of(request)
+    if not await host.store.redeliver(delivery_id, principal.tenant, clock.now_iso()):
+        raise NotFound(f"no dead delivery {delivery_id!r}")
+    host.egress.worker.wake()
+    return json_response({"deliveryId": delivery_id, "status": "pending"})

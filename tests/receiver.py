@@ -1,0 +1,93 @@
+"""A real HTTPS receiver on loopback, with a test CA, for pushes and webhooks.
+
+It records every request (path, headers, body) and answers from a script: a list of
+statuses (the last repeats) or a function. ``stop()`` and ``start()`` keep its port, so
+a test can take the receiver down and bring it back where the host expects it.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import trustme
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class Receiver:
+    def __init__(self, ca: trustme.CA, folder: Path) -> None:
+        self.ca = ca
+        self.ca_file = folder / "receiver-ca.pem"
+        ca.cert_pem.write_to_path(str(self.ca_file))
+        cert = ca.issue_cert("127.0.0.1")
+        self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        cert.configure_cert(self._context)
+        self.requests: list[Received] = []
+        self.script: list[int] | Callable[[Received], tuple[int, dict[str, str]]] = [204]
+        self._lock = threading.Lock()
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def url(self, path: str = "/push") -> str:
+        return f"https://127.0.0.1:{self.port}{path}"
+
+    def _answer(self, received: Received) -> tuple[int, dict[str, str]]:
+        with self._lock:
+            self.requests.append(received)
+            if callable(self.script):
+                return self.script(received)
+            status = self.script[0] if len(self.script) == 1 else self.script.pop(0)
+            return status, {}
+
+    def start(self) -> Receiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                length = int(self.headers.get("Content-Length", "0"))
+                received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length))
+                status, headers = receiver._answer(received)
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        class Server(ThreadingHTTPServer):
+            allow_reuse_address = True
+            daemon_threads = True
+
+        server = Server(("127.0.0.1", self.port), Handler)
+        server.socket = self._context.wrap_socket(server.socket, server_side=True)
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="test-receiver", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def bodies(self, path: str | None = None) -> list[bytes]:
+        with self._lock:
+            return [r.body for r in self.requests if path is None or r.path == path]
