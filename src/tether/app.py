@@ -36,6 +36,7 @@ from tether.engine.workflow import load_workflow_file
 from tether.host import Host
 from tether.egress.service import build_egress
 from tether.openwop import discovery, errors, events, interrupts, runs, webhooks, workflows
+from tether.openwop.callbacks import callback_projector
 from tether.openwop.webhooks import webhook_fanout
 from tether.openwop.middleware import BodyLimit, DateHeader, TraceparentEcho
 from tether.openwop.tokens import TokenSigner
@@ -102,6 +103,8 @@ def build_app(settings: Settings) -> FastAPI:
             engine.projectors.append(push_projector(settings.push_body))
             key = host_secret(settings.host_key_path)
             egress = build_egress(settings, store, key)
+            signer = TokenSigner(key, settings.interrupt_token_ttl)
+            engine.projectors.append(callback_projector(signer, settings))
             engine.on_commit.append(lambda commit, enqueued: egress.worker.wake() if enqueued else None)
             host = Host(
                 settings=settings,
@@ -110,7 +113,7 @@ def build_app(settings: Settings) -> FastAPI:
                 notifier=notifier,
                 engine=engine,
                 verifier=KeyVerifier(store, settings.key_cache_seconds),
-                signer=TokenSigner(key, settings.interrupt_token_ttl),
+                signer=signer,
                 egress=egress,
             )
             app.state.host = host

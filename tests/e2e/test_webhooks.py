@@ -66,3 +66,19 @@ def test_registration_refusals(host: HostProcess, key: str) -> None:
         response = http.post("/v1/webhooks", json=body)
         assert response.status_code == 400 and response.json()["error"] == code, (body, response.text)
     assert http.delete("/v1/webhooks/wh-does-not-exist").json()["error"] == "subscription_not_found"
+
+
+def test_callback_url_is_told_of_each_suspension(start_host, receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
+    host: HostProcess = start_host("--egress-allow-cidr", "127.0.0.1/32", "--egress-ca-bundle", str(receiver.ca_file))
+    http = host.http(host.dev_key)
+    created = http.post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "p"}, "callbackUrl": receiver.url("/cb")})
+    assert created.status_code == 201, created.text
+    run_id = created.json()["runId"]
+    wait_until(lambda: receiver.bodies("/cb"), what="the callback")
+    told = json.loads(receiver.bodies("/cb")[0])
+    assert told["runId"] == run_id and told["interrupt"]["kind"] == "approval" and told["interrupt"]["nodeId"] == "gate"
+    answer = host.http().post(f"/v1/interrupts/{told['interruptToken']}", json={"resumeValue": {"action": "accept"}})
+    assert answer.status_code == 200, answer.text
+    wait_until(lambda: http.get(f"/v1/runs/{run_id}").json()["status"] == "completed", what="the run to complete")
+    refused = http.post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "p"}, "callbackUrl": "http://hooks.example.com/cb"})
+    assert refused.status_code == 400 and "scheme arm" in refused.json()["message"]

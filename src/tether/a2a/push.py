@@ -117,6 +117,8 @@ def push_projector(body_mode: str) -> Projector:
         context_id = context_of(after)
         if body_mode == "task":
             body: dict[str, Any] = task(after, context_id, [])
+            if "artifacts" in body:  # references only: a push carries no run content
+                body["artifacts"] = [{k: a[k] for k in ("artifactId", "name", "description") if k in a} | {"parts": []} for a in body["artifacts"]]
         else:
             full = task(after, context_id, [])
             body = {

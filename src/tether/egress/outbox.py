@@ -184,4 +184,6 @@ class OutboxWorker:
             headers.update(sign_webhook(secret, row.body, webhook_id=hook.webhook_id, event_type=str(event.get("type", ""))))
             headers["User-Agent"] = "openwop-webhook-dispatcher/tether"
             return headers
+        if row.kind == "callback":
+            return headers
         raise LookupError(f"unknown delivery kind {row.kind!r}")

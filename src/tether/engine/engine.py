@@ -209,6 +209,7 @@ class Engine:
         respond: Callable[[RunRow], dict[str, Any]] | None = None,
         status_code: int = 201,
         extras: Callable[[RunRow], list[Extra]] | None = None,
+        callback_url: str | None = None,
     ) -> Created:
         """Validate, then write the run and its ``run.started`` in one fsync'd transaction.
 
@@ -240,6 +241,8 @@ class Engine:
             "tags": list(tags or []),
             "metadata": dict(metadata or {}),
         }
+        if callback_url is not None:
+            payload["callbackUrl"] = callback_url
         batch.add("run.started", payload, at=now)
         projected = batch.commit(new=True).run
         body = respond(projected) if respond else {"runId": run_id, "status": projected.status}

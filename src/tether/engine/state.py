@@ -60,6 +60,8 @@ def apply(state: Snapshot, event: dict[str, Any]) -> Snapshot:
             state["owner"] = payload["owner"]
         state["tags"] = list(payload.get("tags", []))
         state["metadata"] = dict(payload.get("metadata", {}))
+        if "callbackUrl" in payload:
+            state["callbackUrl"] = payload["callbackUrl"]
     elif kind == "node.started":
         entry = {"status": "running", "typeId": payload.get("typeId"), "attempt": payload.get("attempt", 0), "startedAt": at}
         if "wakeAt" in payload:

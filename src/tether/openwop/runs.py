@@ -63,7 +63,10 @@ async def create_run(request: Request, principal: Principal = Depends(require("r
     if body.tenantId is not None and body.tenantId != principal.tenant:
         raise Forbidden("tenantId names a tenant this API key does not belong to")
     if body.callbackUrl is not None:
-        raise InvalidInput("callbackUrl is not supported by this host: outbound calls need the egress guard", details={"field": "callbackUrl"})
+        try:
+            await host.egress.guard.resolve_and_check(body.callbackUrl)
+        except InvalidInput as exc:
+            raise InvalidInput(f"callbackUrl: {exc.message}", details={"field": "callbackUrl", **(exc.details or {})}) from exc
     key = request.headers.get("idempotency-key")
     claim = None
     digest = _digest(raw)
@@ -88,7 +91,14 @@ async def create_run(request: Request, principal: Principal = Depends(require("r
     if body.configurable is not None:
         metadata["configurable"] = body.configurable
     created = await host.engine.create_run(
-        principal, body.workflowId, body.inputs, tags=body.tags, metadata=metadata, idempotency=claim, respond=respond
+        principal,
+        body.workflowId,
+        body.inputs,
+        tags=body.tags,
+        metadata=metadata,
+        idempotency=claim,
+        respond=respond,
+        callback_url=body.callbackUrl,
     )
     if created.replayed is not None:
         return _replay(created.replayed, digest)

@@ -113,7 +113,7 @@ class Fanout:
 
     ``kind`` "a2a-push" goes to every push config of ``task_id``; "webhook" to every
     webhook of ``tenant`` subscribed to ``event_type`` (and sharing a tag, when the
-    webhook names tags). Because the match is made inside the write, a config set or
+    webhook names tags); "callback" to ``url``, the run's own ``callbackUrl``. Because the match is made inside the write, a config set or
     deleted concurrently is either wholly in or wholly out.
     """
 
@@ -126,6 +126,7 @@ class Fanout:
     event_type: str | None = None
     tags: list[str] = field(default_factory=list)
     final: bool = False
+    url: str | None = None  # "callback": the run's own callbackUrl
 
 
 @dataclass(slots=True)

@@ -149,6 +149,8 @@ def _fan_out(conn: sqlite3.Connection, fanout: Fanout, now: str) -> int:
             if hook.tags and not set(hook.tags) & set(fanout.tags):
                 continue
             targets.append((hook.webhook_id, f"webhook:{hook.webhook_id}:{fanout.run_id}", hook.url))
+    elif fanout.kind == "callback" and fanout.url:
+        targets.append((fanout.run_id, f"callback:{fanout.run_id}", fanout.url))
     else:
         raise ValueError(f"unknown fan-out kind {fanout.kind!r}")
     for target_id, stream_key, url in targets:
