@@ -84,6 +84,8 @@ async def _follow(
     ``state`` is the snapshot at ``after`` (it is advanced in place).
     """
     keepalive = host.settings.keepalive_seconds
+    loop = asyncio.get_running_loop()
+    written = loop.time()
     last = after
     with host.notifier.subscribe(task_id) as wake:
         while True:
@@ -97,6 +99,7 @@ async def _follow(
                 produced = updates(task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required)
                 for index, item in enumerate(produced):
                     yield item, event.sequence if index == len(produced) - 1 else None
+                    written = loop.time()
                 if produced and produced[-1].get("final"):
                     return
             if len(events) == _PAGE:
@@ -105,10 +108,9 @@ async def _follow(
                 row = await host.store.get_run(task_id)
                 if row is None or (row.is_terminal and last >= row.last_sequence):
                     return
-            try:
-                await asyncio.wait_for(wake.wait(), keepalive)
-            except TimeoutError:
+            if not await host.notifier.wait(wake, keepalive - (loop.time() - written)):
                 yield None, None
+                written = loop.time()
 
 
 async def task_first(

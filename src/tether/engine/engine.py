@@ -27,7 +27,8 @@ from tether.engine.state import CANCEL_REQUESTED, TERMINAL, WAITING, evolve, ini
 from tether.engine.workflow import WorkflowDefinition, validate_inputs
 from tether.errors import Conflict, InvalidInput, NotFound, SequenceConflict, Unprocessable
 from tether.ids import new_id
-from tether.store.base import Commit, EventRow, Extra, IdempotencyClaimed, IdempotencyRecord, RunRow, Store
+from tether.engine.cluster import Cluster, LeaseSettings
+from tether.store.base import Commit, EventRow, Extra, IdempotencyClaimed, IdempotencyRecord, LeaseLost, RunRow, Store
 
 #: Called with (run before, run after, the events) for every commit; what it returns is
 #: written in the same transaction (task records, outbox rows). It must be pure.
@@ -84,8 +85,9 @@ def _event(run_id: str, sequence: int, type_: str, payload: Any, node_id: str | 
 class _Batch:
     """Events decided on one snapshot, numbered from its sequence, folded as they are added."""
 
-    def __init__(self, row: RunRow) -> None:
+    def __init__(self, row: RunRow, fence: tuple[str, int] | None = None) -> None:
         self.row = row
+        self.fence = fence
         self.docs: list[dict[str, Any]] = []
         self.state = row.state
 
@@ -105,18 +107,51 @@ class _Batch:
             state=self.state,
             created_at=self.row.created_at,
             updated_at=now,
+            due_at=_due_at(self.state),
         )
         events = [EventRow(self.row.run_id, d["sequence"], orjson.dumps(d)) for d in self.docs]
-        return Commit(run=run, events=events, expected_sequence=None if new else self.row.last_sequence, idempotency=idempotency)
+        return Commit(
+            run=run,
+            events=events,
+            expected_sequence=None if new else self.row.last_sequence,
+            idempotency=idempotency,
+            fence=self.fence,
+        )
+
+
+def _due_at(state: dict[str, Any]) -> str | None:
+    """When the run next needs attention unasked: its gate's deadline or its delay's wake-up."""
+    interrupt = state.get("interrupt")
+    if interrupt:
+        if interrupt.get("timeoutMs"):
+            return clock.iso(clock.parse(interrupt["requestedAt"]) + _ms(interrupt["timeoutMs"]))
+        return None
+    wakes = [e["wakeAt"] for e in state.get("nodeStates", {}).values() if e.get("status") == "running" and "wakeAt" in e]
+    return min(wakes) if wakes else None
 
 
 class Engine:
     """Runs workflows durably. Collaborators are handed in; nothing is global."""
 
-    def __init__(self, store: Store, registry: WorkflowRegistry, notifier: Notifier) -> None:
+    def __init__(
+        self,
+        store: Store,
+        registry: WorkflowRegistry,
+        notifier: Notifier,
+        *,
+        owner: str | None = None,
+        leases: LeaseSettings | None = None,
+    ) -> None:
         self.store = store
         self.registry = registry
         self.notifier = notifier
+        self.owner = owner or new_id("host_")
+        #: on a shared store, runs are driven under leases (see ``tether.engine.cluster``)
+        self.cluster = (
+            Cluster(store, self.owner, leases or LeaseSettings(), on_lost=self._lost, on_orphan=self._adopt, on_hint=self._hint)
+            if store.shared
+            else None
+        )
         self._drivers: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
         self._sleeps: dict[str, asyncio.Task[None]] = {}
@@ -134,6 +169,8 @@ class Engine:
         rows = await self.store.active_runs()
         for row in rows:
             self._resume(row)
+        if self.cluster is not None:
+            self.cluster.start()
         return len(rows)
 
     def _resume(self, row: RunRow) -> None:
@@ -145,6 +182,8 @@ class Engine:
     async def stop(self, grace: float = 5.0) -> None:
         """Stop driving runs; all state is already committed, so nothing is lost."""
         self._stopping = True
+        if self.cluster is not None:
+            await self.cluster.stop()
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
@@ -166,6 +205,8 @@ class Engine:
         commit.extras.extend(extras or [])
         enqueued = await self.store.commit(commit)
         self.notifier.publish(commit.run.run_id)
+        if self.cluster is not None:
+            self.cluster.announce(commit.run.run_id)
         for hook in self.on_commit:
             hook(commit, enqueued)
         return commit.run
@@ -283,6 +324,20 @@ class Engine:
             self.kick(run_id)
 
     async def _drive(self, run_id: str) -> None:
+        fence = None
+        if self.cluster is not None:
+            fence = await self.cluster.claim(run_id)
+            if fence is None:
+                return  # another host drives it
+        try:
+            await self._drive_under(run_id, fence)
+        except LeaseLost:
+            log.warning("run %s was taken over by another host; this host stops driving it", run_id)
+            return
+        if self.cluster is not None and not self._stopping:
+            await self.cluster.release(run_id)
+
+    async def _drive_under(self, run_id: str, fence: tuple[str, int] | None) -> None:
         while True:
             self._again.discard(run_id)
             row = await self.store.get_run(run_id)
@@ -292,7 +347,7 @@ class Engine:
                 self._arm_timeout(row)
                 return
             try:
-                wait = await self._step(row)
+                wait = await self._step(row, fence)
             except SequenceConflict:
                 continue
             except NotFound as exc:  # its workflow is no longer loaded: fail it, loudly
@@ -302,7 +357,7 @@ class Engine:
                 continue  # re-read: a waiting run arms its gate's deadline, a finished one ends
             await self._sleep(run_id, wait)
 
-    async def _step(self, row: RunRow) -> float | bool | None:
+    async def _step(self, row: RunRow, fence: tuple[str, int] | None = None) -> float | bool | None:
         """Advance as far as pure steps go, then commit once.
 
         Returns seconds to sleep before the next step, False when the run stops here
@@ -310,7 +365,7 @@ class Engine:
         """
         entry = self.registry.get(row.workflow_id)
         wf = entry.workflow
-        batch = _Batch(row)
+        batch = _Batch(row, fence)
         if row.status == "cancelling":
             batch.add("run.cancelled", {"reason": row.state.get("cancelReason", "cancelled"), "cancelledBy": row.state.get("cancelledBy", "system"), "durationMs": _duration(row.state)})
             await self._commit(batch)
@@ -370,6 +425,41 @@ class Engine:
             self._suspend(batch, node.id, outcome)
             await self._commit(batch)
             return False
+
+    # several hosts -----------------------------------------------------------------------
+
+    def _lost(self, run_ids: set[str]) -> None:
+        """Another host took these runs over: stop driving them here."""
+        for run_id in run_ids:
+            task = self._drivers.get(run_id)
+            if task is not None:
+                task.cancel()
+
+    async def _adopt(self, run_id: str) -> None:
+        """A run with no live lease: continue it, or time out the gate it waits at."""
+        row = await self.store.get_run(run_id)
+        if row is None or row.is_terminal:
+            return
+        interrupt = row.state.get("interrupt")
+        if row.status in WAITING:
+            if interrupt and row.due_at and row.due_at <= clock.now_iso():
+                await self._expire(run_id, interrupt["interruptId"])
+            return
+        self.kick(run_id)
+
+    def _hint(self, run_id: str) -> None:
+        """Another host committed to ``run_id``: wake local observers, and a delay if it was cancelled."""
+        self.notifier.publish(run_id)
+        if run_id in self._sleeps:
+            task = asyncio.create_task(self._check_cancel(run_id), name=f"tether-check-{run_id}")
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _check_cancel(self, run_id: str) -> None:
+        row = await self.store.get_run(run_id)
+        sleep = self._sleeps.get(run_id)
+        if row is not None and row.status in ("cancelling", "cancelled") and sleep is not None:
+            sleep.cancel()
 
     async def _fail_unrunnable(self, row: RunRow, message: str) -> None:
         batch = _Batch(row)
@@ -550,10 +640,7 @@ class Engine:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     return row
-                try:
-                    await asyncio.wait_for(wake.wait(), remaining)
-                except TimeoutError:
-                    pass
+                await self.notifier.wait(wake, remaining)
 
 
 def _resolution(batch: _Batch, interrupt: dict[str, Any], resume_value: Any, principal: Principal) -> None:

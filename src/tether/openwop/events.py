@@ -68,7 +68,9 @@ def parse_last_event_id(raw: str | None) -> int:
 async def event_frames(host: Host, run_id: str, after: int, modes: frozenset[str]) -> AsyncIterator[bytes]:
     """SSE frames of the events after ``after``, live, until the terminal event."""
     keepalive = host.settings.keepalive_seconds
+    loop = asyncio.get_running_loop()
     last = after
+    written = loop.time()
     with host.notifier.subscribe(run_id) as wake:
         while True:
             wake.clear()
@@ -78,6 +80,7 @@ async def event_frames(host: Host, run_id: str, after: int, modes: frozenset[str
                 kind = orjson.loads(event.doc_json)["type"]
                 if admits(modes, kind):
                     yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.sequence, kind.encode(), event.doc_json)
+                    written = loop.time()
                 if kind in TERMINAL_EVENTS:
                     return
             if len(events) == _PAGE:
@@ -86,10 +89,9 @@ async def event_frames(host: Host, run_id: str, after: int, modes: frozenset[str
                 row = await host.store.get_run(run_id)
                 if row is None or (row.status in TERMINAL_STATUSES and last >= row.last_sequence):
                     return
-            try:
-                await asyncio.wait_for(wake.wait(), keepalive)
-            except TimeoutError:
+            if not await host.notifier.wait(wake, keepalive - (loop.time() - written)):
                 yield b":keepalive\n\n"
+                written = loop.time()
 
 
 @router.get("/v1/runs/{run_id}/events", response_class=StreamingResponse)
@@ -136,10 +138,7 @@ async def poll_events(
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            try:
-                await asyncio.wait_for(wake.wait(), remaining)
-            except TimeoutError:
-                break
+            await host.notifier.wait(wake, remaining)
             row = await load_run(request, run_id, principal)
     row = await load_run(request, run_id, principal)
     last = events[-1].sequence if events else max(after, -1)

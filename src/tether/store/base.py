@@ -9,6 +9,7 @@ optimistic: a commit names the sequence it expects the run to be at, and loses w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import orjson
@@ -28,6 +29,8 @@ class RunRow:
     state: dict[str, Any]
     created_at: str
     updated_at: str
+    #: when something is next due without anyone asking: a delay's wake-up or a gate's deadline
+    due_at: str | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -195,6 +198,12 @@ class Commit:
     expected_sequence: int | None
     idempotency: IdempotencyRecord | None = None
     extras: list[Extra] = field(default_factory=list)
+    #: (owner, epoch) of the execution lease this write is made under; a lost lease refuses it
+    fence: tuple[str, int] | None = None
+
+
+class LeaseLost(Exception):
+    """A fenced write came from a host whose execution lease was taken over: stop driving."""
 
 
 class IdempotencyClaimed(Exception):
@@ -207,6 +216,10 @@ class IdempotencyClaimed(Exception):
 
 class Store(Protocol):
     """What every storage backend provides. Each call is its own transaction."""
+
+    #: several hosts share this store: runs are driven under leases, deliveries claimed,
+    #: and commits announced to the other hosts
+    shared: bool
 
     async def open(self) -> None: ...
 
@@ -271,8 +284,12 @@ class Store(Protocol):
 
     async def delete_webhook(self, tenant: str, webhook_id: str) -> bool: ...
 
-    async def due_deliveries(self, now: str, limit: int) -> list[DeliveryRow]:
-        """Deliveries whose time has come and that head their stream (order per stream)."""
+    async def due_deliveries(self, now: str, limit: int, *, owner: str = "local", claim_seconds: float = 60.0) -> list[DeliveryRow]:
+        """Deliveries whose time has come and that head their stream (order per stream).
+
+        On a shared store they are also claimed for ``owner`` for ``claim_seconds`` in the
+        same statement (FOR UPDATE SKIP LOCKED), so each attempt is made by one host.
+        """
         ...
 
     async def next_delivery_at(self) -> str | None: ...
@@ -284,3 +301,33 @@ class Store(Protocol):
     async def list_deliveries(self, tenant: str | None, status: str | None, limit: int = 100) -> list[DeliveryRow]: ...
 
     async def redeliver(self, delivery_id: str, tenant: str | None, now: str) -> bool: ...
+
+    # several hosts (meaningful when ``shared``)
+
+    async def claim_run(self, run_id: str, owner: str, ttl: float) -> int | None:
+        """Take the execution lease of a run, or keep it.
+
+        Granted when nobody holds a live lease or ``owner`` already does; the epoch goes
+        up whenever the holder changes. Returns the epoch, or None when another host
+        holds a live lease.
+        """
+        ...
+
+    async def renew_leases(self, owner: str, ttl: float) -> list[str]:
+        """Extend every live lease ``owner`` holds; returns the run ids it still holds."""
+        ...
+
+    async def release_run(self, run_id: str, owner: str) -> None: ...
+
+    async def orphaned_runs(self, now: str, limit: int) -> list[str]:
+        """Runs that need a host and have no live lease: executing ones, and waiting
+        ones whose ``due_at`` has passed (a gate deadline)."""
+        ...
+
+    async def announce(self, run_id: str) -> None:
+        """Hint the other hosts that ``run_id`` changed (after the commit, never in it)."""
+        ...
+
+    def on_announce(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(run_id)`` for each hint another host sends."""
+        ...

@@ -1,11 +1,11 @@
 -- name: insert_run
 -- Create a run's projection row.
-INSERT INTO runs (run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at)
-VALUES (:run_id, :tenant, :workflow_id, :status, :last_sequence, :state, :created_at, :updated_at);
+INSERT INTO runs (run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at)
+VALUES (:run_id, :tenant, :workflow_id, :status, :last_sequence, :state, :created_at, :updated_at, :due_at);
 
 -- name: update_run
 -- Compare-and-swap on the sequence the transition was decided on.
-UPDATE runs SET status = :status, last_sequence = :last_sequence, state = :state, updated_at = :updated_at
+UPDATE runs SET status = :status, last_sequence = :last_sequence, state = :state, updated_at = :updated_at, due_at = :due_at
 WHERE run_id = :run_id AND last_sequence = :expected_sequence;
 
 -- name: insert_event
@@ -14,15 +14,15 @@ INSERT INTO run_events (run_id, sequence, doc) VALUES (:run_id, :sequence, :doc)
 
 -- name: get_run
 -- One run by id.
-SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at FROM runs WHERE run_id = ?;
+SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at FROM runs WHERE run_id = ?;
 
 -- name: get_run_for_tenant
 -- One run by id, only if it belongs to the tenant.
-SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at FROM runs WHERE run_id = ? AND tenant = ?;
+SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at FROM runs WHERE run_id = ? AND tenant = ?;
 
 -- name: active_runs
 -- Runs that recovery must continue.
-SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at FROM runs
+SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at FROM runs
 WHERE status NOT IN ('completed', 'failed', 'cancelled') ORDER BY run_id;
 
 -- name: read_events
@@ -156,3 +156,33 @@ UPDATE outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ?,
 -- One delivery.
 SELECT delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, body, final, status, attempts,
        next_attempt_at, last_error, created_at, updated_at FROM outbox WHERE delivery_id = ?;
+
+-- name: claim_run
+-- Take (or keep) a run's execution lease; the epoch goes up when the holder changes.
+INSERT INTO run_leases (run_id, owner, epoch, expires_at) VALUES (:run_id, :owner, 1, :expires_at)
+ON CONFLICT (run_id) DO UPDATE SET
+    epoch = CASE WHEN run_leases.owner = excluded.owner THEN run_leases.epoch ELSE run_leases.epoch + 1 END,
+    owner = excluded.owner,
+    expires_at = excluded.expires_at
+WHERE run_leases.owner = excluded.owner OR run_leases.expires_at < :now
+RETURNING epoch;
+
+-- name: check_fence
+-- The lease a fenced write claims to hold.
+SELECT 1 FROM run_leases WHERE run_id = ? AND owner = ? AND epoch = ? AND expires_at >= ?;
+
+-- name: renew_leases
+-- Extend the owner's live leases.
+UPDATE run_leases SET expires_at = ? WHERE owner = ? AND expires_at >= ? RETURNING run_id;
+
+-- name: release_run
+-- Give a lease up.
+DELETE FROM run_leases WHERE run_id = ? AND owner = ?;
+
+-- name: orphaned_runs
+-- Runs that need a host and have none.
+SELECT r.run_id FROM runs r
+WHERE (r.status IN ('pending', 'running', 'cancelling')
+       OR (r.status IN ('waiting-approval', 'waiting-input', 'waiting-external') AND r.due_at IS NOT NULL AND r.due_at <= ?))
+  AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = r.run_id AND l.expires_at >= ?)
+ORDER BY r.run_id LIMIT ?;

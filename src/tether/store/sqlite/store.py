@@ -19,8 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from datetime import timedelta
+
 import orjson
 
+from tether.engine.clock import iso, now
 from tether.errors import Conflict, SequenceConflict, StoreUnavailable
 from tether.store._queries import load_queries
 from tether.store.base import (
@@ -31,6 +34,7 @@ from tether.store.base import (
     KeyRow,
     DeliveryRow,
     Fanout,
+    LeaseLost,
     PushConfigRow,
     RunRow,
     TaskMessage,
@@ -99,7 +103,7 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
 
 
 def _run_row(row: tuple[Any, ...]) -> RunRow:
-    return RunRow(row[0], row[1], row[2], row[3], row[4], orjson.loads(row[5]), row[6], row[7])
+    return RunRow(row[0], row[1], row[2], row[3], row[4], orjson.loads(row[5]), row[6], row[7], row[8])
 
 
 def _key_row(row: tuple[Any, ...]) -> KeyRow:
@@ -178,8 +182,22 @@ def _idem_row(row: tuple[Any, ...]) -> IdempotencyRecord:
     return IdempotencyRecord(row[0], row[1], row[2], row[3], row[4], row[5], orjson.loads(row[6]), row[7])
 
 
+def _now() -> str:
+    return iso(now())
+
+
+def _later(seconds: float) -> str:
+    return iso(now() + timedelta(seconds=seconds))
+
+
 class SqliteStore:
-    """The embedded default store (one file, WAL, synchronous=FULL)."""
+    """The embedded default store (one file, WAL, synchronous=FULL), for one host process.
+
+    It is not ``shared``: the engine drives its runs without leases, and the lease
+    methods below exist so that the one contract holds for every backend.
+    """
+
+    shared = False
 
     def __init__(self, path: Path, *, readers: int = 4) -> None:
         self.path = path
@@ -321,6 +339,7 @@ class SqliteStore:
             "state": orjson.dumps(run.state),
             "created_at": run.created_at,
             "updated_at": run.updated_at,
+            "due_at": run.due_at,
             "expected_sequence": commit.expected_sequence,
         }
 
@@ -344,6 +363,10 @@ class SqliteStore:
                         "created_at": claim.created_at,
                     },
                 )
+            if commit.fence is not None:
+                owner, epoch = commit.fence
+                if conn.execute(Q["check_fence"], (run.run_id, owner, epoch, _now())).fetchone() is None:
+                    raise LeaseLost(run.run_id)
             if commit.expected_sequence is None:
                 conn.execute(Q["insert_run"], run_params)
             else:
@@ -419,7 +442,7 @@ class SqliteStore:
             params.append(before)
         params.append(limit)
         sql = (
-            "SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at FROM runs "
+            "SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at FROM runs "
             f"WHERE {' AND '.join(clauses)} ORDER BY run_id DESC LIMIT ?"
         )
         return await self._read(lambda conn: [_run_row(r) for r in conn.execute(sql, params)])
@@ -564,7 +587,7 @@ class SqliteStore:
 
     # the outbox ----------------------------------------------------------------------------
 
-    async def due_deliveries(self, now: str, limit: int) -> list[DeliveryRow]:
+    async def due_deliveries(self, now: str, limit: int, *, owner: str = "local", claim_seconds: float = 60.0) -> list[DeliveryRow]:
         return await self._read(lambda conn: [_delivery_row(r) for r in conn.execute(Q["due_deliveries"], (now, limit))])
 
     async def next_delivery_at(self) -> str | None:
@@ -611,3 +634,33 @@ class SqliteStore:
             return True
 
         return await self._write(write)
+
+    # leases (one host: they are kept, but nobody else competes) -----------------------------
+
+    async def claim_run(self, run_id: str, owner: str, ttl: float) -> int | None:
+        params = {"run_id": run_id, "owner": owner, "expires_at": _later(ttl), "now": _now()}
+
+        def write(conn: sqlite3.Connection) -> int | None:
+            row = conn.execute(Q["claim_run"], params).fetchone()
+            return None if row is None else int(row[0])
+
+        return await self._write(write)
+
+    async def renew_leases(self, owner: str, ttl: float) -> list[str]:
+        expires, current = _later(ttl), _now()
+        return await self._write(lambda conn: [r[0] for r in conn.execute(Q["renew_leases"], (expires, owner, current)).fetchall()])
+
+    async def release_run(self, run_id: str, owner: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["release_run"], (run_id, owner))
+
+        await self._write(write)
+
+    async def orphaned_runs(self, now: str, limit: int) -> list[str]:
+        return await self._read(lambda conn: [r[0] for r in conn.execute(Q["orphaned_runs"], (now, _now(), limit))])
+
+    async def announce(self, run_id: str) -> None:
+        """Nothing to do: one process, and its notifier is in memory."""
+
+    def on_announce(self, callback: Callable[[str], None]) -> None:
+        """Nothing ever arrives: no other host shares this file."""
