@@ -37,9 +37,15 @@ def wait_until(probe: Callable[[], T | None], *, timeout: float = 15.0, interval
         time.sleep(interval)
 
 
+#: the database each host's data directory stores in, when it is not SQLite
+_DATABASES: dict[Path, str] = {}
+
+
 def cli(*args: str, data_dir: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run a ``tether`` command against a data directory."""
+    """Run a ``tether`` command against a data directory (and its host's database)."""
     env = {**os.environ, "TETHER_DATA_DIR": str(data_dir)}
+    if data_dir in _DATABASES:
+        env["TETHER_DATABASE_URL"] = _DATABASES[data_dir]
     result = subprocess.run([sys.executable, "-m", "tether", *args], capture_output=True, text=True, env=env, timeout=60)
     if check and result.returncode != 0:
         raise AssertionError(f"tether {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
@@ -53,8 +59,11 @@ def create_key(data_dir: Path, name: str, *extra: str) -> str:
 class HostProcess:
     """One ``tether serve`` process on 127.0.0.1 with its own data directory."""
 
-    def __init__(self, data_dir: Path, *args: str) -> None:
+    def __init__(self, data_dir: Path, *args: str, database_url: str | None = None) -> None:
         self.data_dir = data_dir
+        self.database_url = database_url
+        if database_url is not None:
+            _DATABASES[data_dir] = database_url
         self.args = list(args)
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
@@ -68,6 +77,8 @@ class HostProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "a")
         cmd = [sys.executable, "-m", "tether", "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(self.data_dir), *self.args]
+        if self.database_url is not None:
+            cmd += ["--database-url", self.database_url]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1, start_new_session=True)
         log.close()
         assert self.proc.stdout is not None
@@ -142,3 +153,11 @@ class HostProcess:
 
     def log(self) -> str:
         return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def stored_bytes(self) -> bytes:
+        """Everything the host keeps at rest: its data directory and, if any, its database."""
+        files = b"".join(p.read_bytes() for p in self.data_dir.iterdir() if p.is_file())
+        if self.database_url is None:
+            return files
+        dump = subprocess.run(["pg_dump", "--data-only", self.database_url], capture_output=True, timeout=60, check=True)
+        return files + dump.stdout

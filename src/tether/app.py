@@ -29,11 +29,13 @@ from tether.a2a import seams as a2a_seams
 from tether.a2a.push import push_projector
 from tether.a2a.tasks import project_task_record
 from tether.auth.keys import KeyVerifier, create_key
+from tether.engine.cluster import LeaseSettings
 from tether.engine.engine import Engine
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_workflows
 from tether.engine.workflow import load_workflow_file
 from tether.host import Host
+from tether.ids import new_id
 from tether.egress.service import build_egress
 from tether.openwop import discovery, errors, events, interrupts, runs, webhooks, workflows
 from tether.openwop.callbacks import callback_projector
@@ -61,6 +63,19 @@ def host_secret(path: Path) -> bytes:
     if len(key) < 32:
         raise ValueError(f"the host key {path} holds {len(key)} bytes; it needs at least 32 random bytes")
     return key
+
+
+def host_identity(data_dir: Path) -> str:
+    """This host's stable name among hosts sharing a database (``<data-dir>/host.id``).
+
+    It survives restarts, so a host that crashed and came back re-takes its own runs at
+    once instead of waiting for their leases to expire.
+    """
+    path = data_dir / "host.id"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(new_id("host_"))
+    return path.read_text().strip()
 
 
 async def load_registry(settings: Settings, store: Store) -> WorkflowRegistry:
@@ -96,13 +111,15 @@ def build_app(settings: Settings) -> FastAPI:
         await store.open()
         try:
             registry = await load_registry(settings, store)
-            notifier = Notifier()
-            engine = Engine(store, registry, notifier)
+            notifier = Notifier(fallback=settings.fallback_poll_seconds if store.shared else None)
+            engine = Engine(
+                store, registry, notifier, owner=host_identity(settings.data_dir), leases=LeaseSettings(settings.lease_seconds)
+            )
             engine.projectors.append(project_task_record)
             engine.projectors.append(webhook_fanout)
             engine.projectors.append(push_projector(settings.push_body))
             key = host_secret(settings.host_key_path)
-            egress = build_egress(settings, store, key)
+            egress = build_egress(settings, store, key, owner=engine.owner)
             signer = TokenSigner(key, settings.interrupt_token_ttl)
             engine.projectors.append(callback_projector(signer, settings))
             engine.on_commit.append(lambda commit, enqueued: egress.worker.wake() if enqueued else None)

@@ -23,6 +23,8 @@ class Settings:
     interrupt_token_ttl: float = 1800.0
     key_cache_seconds: float = 2.0
     secret_key_file: Path | None = None  # default: <data-dir>/host.key
+    lease_seconds: float = 15.0  # several hosts: how long a silent host keeps its runs
+    fallback_poll_seconds: float = 5.0  # several hosts: the longest a lost hint delays an event
     egress_allow_cidrs: tuple[str, ...] = ()
     egress_ca_bundle: Path | None = None
     push_retry_schedule: str = "5s,30s,2m,10m,1h,4h,12h"

@@ -20,24 +20,7 @@ if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
 from a2a_wire import WORKFLOWS  # noqa: E402
-
-StartHost = Callable[..., HostProcess]
-
-
-@pytest.fixture
-def start_host(tmp_path: Path) -> Iterator[StartHost]:
-    """A factory: ``start_host(*args, name="a")`` returns a started HostProcess."""
-    hosts: list[HostProcess] = []
-
-    def start(*args: str, name: str = "host") -> HostProcess:
-        host = HostProcess(tmp_path / name, *args).start()
-        hosts.append(host)
-        return host
-
-    yield start
-    for host in hosts:
-        host.kill()
-        host.close_clients()
+from backends import StartHost, backend, shared_database, start_host  # noqa: E402,F401 (fixtures)
 
 
 @pytest.fixture

@@ -90,8 +90,7 @@ def test_input_required_and_completed_are_pushed_with_credentials(start_host, re
         http.get("/v1/deliveries").text,
     ]
     host.stop()
-    files = [p for p in host.data_dir.iterdir() if p.is_file()]
-    stored = b"".join(p.read_bytes() for p in files)
+    stored = host.stored_bytes()
     for secret in (TOKEN, CREDENTIALS):
         assert secret.encode() not in stored, "a raw secret is in the data directory"
         assert secret not in host.log()

@@ -189,6 +189,11 @@ async def test_hand_off_disconnect_restart_then_approve_by_message(host: HostPro
         sdk = Sdk(host, key, http)
         client = await sdk.client()
         later = _checked(await client.get_task(TaskQueryParams(id=handed.id)))
+        for _ in range(300):  # killed before the gate, it is working until recovery reaches it
+            if later.status.state != TaskState.working:
+                break
+            await asyncio.sleep(0.05)
+            later = _checked(await client.get_task(TaskQueryParams(id=handed.id)))
         assert later.status.state == TaskState.input_required
         assert later.metadata and later.metadata["openwop"]["interrupt"]["kind"] == "approval"
         watcher = await sdk.client(streaming=True)

@@ -190,7 +190,7 @@ def test_data_dir_comes_from_the_environment(data_dir: Path, monkeypatch: pytest
 
 
 def test_an_unsupported_database_url_is_a_usage_error(data_dir: Path) -> None:
-    result = run("keys", "list", "--database-url", "postgresql://db/tether")
+    result = run("keys", "list", "--database-url", "mysql://db/tether")
     assert result.exit_code == 2
     assert "--database-url" in result.stderr
 

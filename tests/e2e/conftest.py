@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
+from backends import backend, shared_database, start_host  # noqa: F401 (fixtures)
 from harness import HostProcess, create_key
-
-
-@pytest.fixture
-def start_host(tmp_path: Path) -> Iterator[object]:
-    """A factory: ``start_host(*args, name="a")`` returns a started HostProcess."""
-    hosts: list[HostProcess] = []
-
-    def start(*args: str, name: str = "host") -> HostProcess:
-        host = HostProcess(tmp_path / name, *args).start()
-        hosts.append(host)
-        return host
-
-    yield start
-    for host in hosts:
-        host.kill()
-        host.close_clients()
 
 
 @pytest.fixture

@@ -239,3 +239,23 @@ async def test_dns_rebinding_sends_nothing(store: SqliteStore) -> None:
     assert backend.dials == [], "nothing was sent to the rebound address"
     assert dead and "10.0.0.7" in (dead[0].last_error or "") and "egress guard" in (dead[0].last_error or "")
     assert resolver.calls == 3, "resolved again before every attempt"
+
+
+async def test_a_secret_sealed_by_another_host_key_is_a_clear_dead_letter(store: SqliteStore) -> None:
+    await store.commit(Commit(run=RunRow("t8", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()), events=[], expected_sequence=None))
+    await _push_config(store, "t8")  # sealed with BOX
+    await _enqueue_push(store, "t8", 0)
+    client = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(204)))
+    worker = OutboxWorker(store, client, SecretBox(b"another host key" * 2), RetrySchedule.parse("10ms"))
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(500):
+            if await store.list_deliveries(None, "dead"):
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.aclose()
+    dead = await store.list_deliveries(None, "dead")
+    assert dead and "--secret-key-file" in (dead[0].last_error or "")

@@ -175,6 +175,20 @@ def main() -> None:
 )
 @click.option("--enable-test-seams", is_flag=True, help="Serve the conformance suite's test seams (never in production).")
 @click.option(
+    "--lease-seconds",
+    default=15.0,
+    show_default=True,
+    type=click.FloatRange(min=1.0),
+    help="Several hosts on PostgreSQL: how long a silent host keeps its runs before another takes them over.",
+)
+@click.option(
+    "--fallback-poll-seconds",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Several hosts on PostgreSQL: the longest a lost wake-up hint can delay an event.",
+)
+@click.option(
     "--secret-key-file",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Host key that seals push and webhook secrets and signs interrupt tokens [default: <data-dir>/host.key].",
@@ -216,6 +230,8 @@ def serve(
     default_skill: str,
     a2a_request_timeout: float,
     enable_test_seams: bool,
+    lease_seconds: float,
+    fallback_poll_seconds: float,
     secret_key_file: Path | None,
     egress_allow_cidrs: tuple[str, ...],
     egress_ca_bundle: Path | None,
@@ -239,6 +255,8 @@ def serve(
             default_skill=default_skill,
             a2a_request_timeout=a2a_request_timeout,
             enable_test_seams=enable_test_seams,
+            lease_seconds=lease_seconds,
+            fallback_poll_seconds=fallback_poll_seconds,
             secret_key_file=secret_key_file,
             egress_allow_cidrs=tuple(egress_allow_cidrs),
             egress_ca_bundle=egress_ca_bundle,
@@ -381,12 +399,18 @@ def _run_path(run_id: str, *rest: str) -> str:
 @click.option("--workflow", "workflow_id", help="Only runs of this workflow id.")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
 @click.option("--cursor", help="Page on from a previous listing's cursor.")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON array of RunSnapshots (for scripts).")
 @host_options
-def runs_list(status: str | None, workflow_id: str | None, limit: int, cursor: str | None, url: str, key: str | None) -> None:
+def runs_list(status: str | None, workflow_id: str | None, limit: int, cursor: str | None, as_json: bool, url: str, key: str | None) -> None:
     """The tenant's runs, newest first."""
+    import json
+
     with _client(url, key) as client:
         body = client.get("/v1/runs", {"status": status, "workflowId": workflow_id, "limit": limit, "cursor": cursor})
     items = body.get("runs", []) if isinstance(body, dict) else []
+    if as_json:
+        click.echo(json.dumps(items, indent=2))
+        return
     if not items:
         click.echo("no runs")
         return

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import orjson
+from cryptography.exceptions import InvalidTag
 
 from tether.egress.signing import sign_webhook
 from tether.engine import clock
@@ -93,7 +94,12 @@ class OutboxWorker:
         schedule: RetrySchedule,
         *,
         concurrency: int = 16,
+        owner: str = "local",
+        fallback: float | None = None,
     ) -> None:
+        self.owner = owner
+        #: several hosts: other hosts enqueue too, so look at least this often
+        self.fallback = fallback
         self.store = store
         self.client = client
         self.box = box
@@ -106,14 +112,27 @@ class OutboxWorker:
         self._wake.set()
 
     async def run(self) -> None:
+        """Deliver until cancelled; a failing store read is logged and retried, never fatal."""
+        while True:
+            try:
+                await self._cycle()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the outbox worker failed a cycle; retrying in 1 s")
+                await asyncio.sleep(1.0)
+
+    async def _cycle(self) -> None:
         while True:
             self._wake.clear()
-            due = await self.store.due_deliveries(clock.now_iso(), 64)
+            due = await self.store.due_deliveries(clock.now_iso(), 64, owner=self.owner)
             if due:
                 await asyncio.gather(*(self._attempt(row) for row in due))
                 continue
             next_at = await self.store.next_delivery_at()
             timeout = None if next_at is None else max((clock.parse(next_at) - clock.now()).total_seconds(), 0.0)
+            if self.fallback is not None:
+                timeout = self.fallback if timeout is None else min(timeout, self.fallback)
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except TimeoutError:
@@ -141,6 +160,12 @@ class OutboxWorker:
             prepared = await self._prepare(row)
         except LookupError as exc:
             return _Outcome(False, False, str(exc))
+        except InvalidTag:
+            return _Outcome(
+                False,
+                False,
+                "its secret was sealed with another host key: every host of one database needs the same --secret-key-file",
+            )
         if prepared is None:
             return _Outcome(False, False, "its subscription no longer exists")
         headers = prepared

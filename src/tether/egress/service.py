@@ -38,10 +38,17 @@ class Egress:
         await self.client.aclose()
 
 
-def build_egress(settings: Settings, store: Store, host_key: bytes, resolver: Resolver | None = None) -> Egress:
+def build_egress(settings: Settings, store: Store, host_key: bytes, *, owner: str = "local", resolver: Resolver | None = None) -> Egress:
     """Validate the egress switches and build the guarded client and the outbox worker."""
     guard = EgressGuard(EgressPolicy(allow_cidrs=settings.egress_allow_cidrs), resolver)
     client = build_egress_client(guard, make_ssl_context(settings.egress_ca_bundle))
     box = SecretBox(host_key)
-    worker = OutboxWorker(store, client, box, RetrySchedule.parse(settings.push_retry_schedule))
+    worker = OutboxWorker(
+        store,
+        client,
+        box,
+        RetrySchedule.parse(settings.push_retry_schedule),
+        owner=owner,
+        fallback=settings.fallback_poll_seconds if store.shared else None,
+    )
     return Egress(guard, box, client, worker)

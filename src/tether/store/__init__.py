@@ -7,8 +7,12 @@ __all__ = ["Commit", "EventRow", "IdempotencyRecord", "KeyRow", "RunRow", "Store
 
 def open_store(*, data_dir: str | None = None, database_url: str | None = None) -> Store:
     """Build the store a setting names: a ``postgresql://`` URL, else SQLite in ``data_dir``."""
+    if database_url and database_url.startswith(("postgresql://", "postgres://")):
+        from tether.store.postgres import PostgresStore
+
+        return PostgresStore(database_url)
     if database_url and not database_url.startswith("sqlite:"):
-        raise ValueError(f"unsupported --database-url {database_url!r}: this build stores in SQLite only")
+        raise ValueError(f"unsupported --database-url {database_url!r}: use postgresql://… or sqlite:PATH")
     from pathlib import Path
 
     from tether.store.sqlite import SqliteStore

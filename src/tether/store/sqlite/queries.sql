@@ -1,7 +1,8 @@
 -- name: insert_run
 -- Create a run's projection row.
 INSERT INTO runs (run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at)
-VALUES (:run_id, :tenant, :workflow_id, :status, :last_sequence, :state, :created_at, :updated_at, :due_at);
+VALUES (:run_id, :tenant, :workflow_id, :status, :last_sequence, :state, :created_at, :updated_at, :due_at)
+ON CONFLICT (run_id) DO NOTHING;
 
 -- name: update_run
 -- Compare-and-swap on the sequence the transition was decided on.
@@ -145,8 +146,11 @@ WHERE o.status = 'pending' AND o.next_attempt_at <= ?
 ORDER BY o.next_attempt_at, o.delivery_id LIMIT ?;
 
 -- name: next_delivery_at
--- When the worker must next wake up.
-SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'pending';
+-- When the worker must next wake up: the earliest due time of a stream head.
+SELECT MIN(o.next_attempt_at) FROM outbox o
+WHERE o.status = 'pending'
+  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending' AND p.stream_key = o.stream_key
+                  AND (p.sequence < o.sequence OR (p.sequence = o.sequence AND p.delivery_id < o.delivery_id)));
 
 -- name: record_attempt
 -- The outcome of one attempt.
@@ -176,8 +180,8 @@ SELECT 1 FROM run_leases WHERE run_id = ? AND owner = ? AND epoch = ? AND expire
 UPDATE run_leases SET expires_at = ? WHERE owner = ? AND expires_at >= ? RETURNING run_id;
 
 -- name: release_run
--- Give a lease up.
-DELETE FROM run_leases WHERE run_id = ? AND owner = ?;
+-- Give a lease up: expire it in place, so the next holder's epoch is still higher.
+UPDATE run_leases SET expires_at = '' WHERE run_id = ? AND owner = ?;
 
 -- name: orphaned_runs
 -- Runs that need a host and have none.

@@ -61,26 +61,35 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _statements(script: str) -> list[str]:
+    """A migration's statements: comment lines dropped, split at semicolons."""
+    text = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
+    return [statement.strip() for statement in text.split(";") if statement.strip()]
+
+
 def apply_migrations(conn: sqlite3.Connection) -> list[int]:
-    """Apply numbered migrations not yet applied; returns the versions applied now."""
+    """Apply numbered migrations not yet applied; returns the versions applied now.
+
+    The whole check-and-apply runs under one write lock, so two processes opening a
+    new file at once (``tether serve`` and ``tether keys create``) apply each once.
+    """
     conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
-    done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
     applied = []
-    for file in sorted(MIGRATIONS_DIR.glob("*.sql")):
-        version = int(file.name.split("_", 1)[0])
-        if version in done:
-            continue
-        script = file.read_text(encoding="utf-8")
-        try:
-            conn.executescript(
-                f"BEGIN IMMEDIATE;\n{script}\n;INSERT INTO schema_migrations (version, applied_at) "
-                f"VALUES ({version:d}, datetime('now'));\nCOMMIT;"
-            )
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        applied.append(version)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+        for file in sorted(MIGRATIONS_DIR.glob("*.sql")):
+            version = int(file.name.split("_", 1)[0])
+            if version in done:
+                continue
+            for statement in _statements(file.read_text(encoding="utf-8")):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (?, datetime('now'))", (version,))
+            applied.append(version)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     return applied
 
 
@@ -368,7 +377,8 @@ class SqliteStore:
                 if conn.execute(Q["check_fence"], (run.run_id, owner, epoch, _now())).fetchone() is None:
                     raise LeaseLost(run.run_id)
             if commit.expected_sequence is None:
-                conn.execute(Q["insert_run"], run_params)
+                if conn.execute(Q["insert_run"], run_params).rowcount != 1:
+                    raise SequenceConflict(run.run_id)  # a run with this id exists already
             else:
                 cursor = conn.execute(Q["update_run"], run_params)
                 if cursor.rowcount != 1:

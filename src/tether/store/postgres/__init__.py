@@ -1,0 +1,5 @@
+"""The PostgreSQL store: several hosts sharing one database."""
+
+from tether.store.postgres.store import PostgresStore
+
+__all__ = ["PostgresStore"]

@@ -1,0 +1,80 @@
+"""The parts of a commit beyond the run row and its events, inside the commit's transaction.
+
+Each refusal (a claimed key, a message already recorded) raises, and the caller's
+transaction then rolls back whole: a refused commit writes nothing.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from tether.errors import Conflict, StoreUnavailable
+from tether.ids import new_id
+from tether.store.base import Extra, Fanout, IdempotencyClaimed, IdempotencyRecord, PushConfigRow, TaskMessage, TaskRecord
+from tether.store.postgres import _rows
+from tether.store.postgres._driver import Q, asyncpg
+
+
+async def claim_idempotency(conn: asyncpg.Connection, claim: IdempotencyRecord) -> None:
+    """Claim the key, or raise IdempotencyClaimed with the record that holds it.
+
+    A concurrent claim of the same key waits on the primary key until the first one
+    commits; it then finds the row (read committed sees it) and loses.
+    """
+    if await conn.fetchval(Q["claim_idempotency"], *_rows.idempotency_params(claim)) is not None:
+        return
+    existing = await conn.fetchrow(Q["get_idempotency"], claim.tenant, claim.scope, claim.key)
+    if existing is None:  # DO NOTHING only yields to a committed claim, and claims are never deleted
+        raise StoreUnavailable(f"idempotency key {claim.scope}:{claim.key} is claimed but unreadable")
+    raise IdempotencyClaimed(_rows.idempotency_row(existing))
+
+
+async def write_extra(conn: asyncpg.Connection, extra: Extra, now: str) -> int:
+    """Write one extra of a commit; returns how many deliveries it enqueued."""
+    if isinstance(extra, TaskRecord):
+        await conn.execute(Q["upsert_task"], *_rows.task_params(extra))
+    elif isinstance(extra, TaskMessage):
+        seq = await conn.fetchval(
+            Q["insert_task_message"], extra.task_id, extra.message_id, orjson.dumps(extra.message), extra.created_at
+        )
+        if seq is None:
+            raise Conflict(
+                f"message {extra.message_id!r} is already in the history of task {extra.task_id!r}", code="message_already_recorded"
+            )
+    elif isinstance(extra, PushConfigRow):
+        await conn.execute(Q["upsert_push_config"], *_rows.push_params(extra))
+    elif isinstance(extra, Fanout):
+        return await fan_out(conn, extra, now)
+    else:
+        raise TypeError(f"unknown commit extra {type(extra).__name__}")
+    return 0
+
+
+async def fan_out(conn: asyncpg.Connection, fanout: Fanout, now: str) -> int:
+    """Insert one outbox row per subscriber that matches (inside the caller's transaction)."""
+    targets: list[tuple[str, str, str]] = []  # (target id, stream key, url)
+    if fanout.kind == "a2a-push":
+        for row in await conn.fetch(Q["list_push_configs"], fanout.task_id):
+            targets.append((row[1], f"push:{fanout.task_id}:{row[1]}", row[3]))
+    elif fanout.kind == "webhook":
+        for row in await conn.fetch(Q["tenant_webhooks"], fanout.tenant):
+            hook = _rows.webhook_row(row)
+            if fanout.event_type not in hook.events:
+                continue
+            if hook.tags and not set(hook.tags) & set(fanout.tags):
+                continue
+            targets.append((hook.webhook_id, f"webhook:{hook.webhook_id}:{fanout.run_id}", hook.url))
+    elif fanout.kind == "callback" and fanout.url:
+        targets.append((fanout.run_id, f"callback:{fanout.run_id}", fanout.url))
+    else:
+        raise ValueError(f"unknown fan-out kind {fanout.kind!r}")
+    if targets:
+        await conn.execute(
+            Q["insert_deliveries"],
+            [new_id("dlv_") for _ in targets],
+            [t[0] for t in targets],
+            [t[1] for t in targets],
+            [t[2] for t in targets],
+            fanout.tenant, fanout.kind, fanout.run_id, fanout.sequence, fanout.body, fanout.final, now,
+        )
+    return len(targets)

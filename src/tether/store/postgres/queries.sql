@@ -1,0 +1,310 @@
+-- Named queries of the PostgreSQL store. Parameters are positional ($1, $2, ...); the
+-- line under each name says what the query does, and the order of its parameters.
+
+-- migrations ---------------------------------------------------------------------------
+
+-- name: lock_migrations
+-- Serialise schema changes between hosts starting at once (released at commit).
+SELECT pg_advisory_xact_lock(hashtext('tether.schema_migrations'));
+
+-- name: create_migrations_table
+-- The applied migration versions.
+CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now());
+
+-- name: migration_applied
+-- Whether version $1 is applied.
+SELECT 1 FROM schema_migrations WHERE version = $1;
+
+-- name: record_migration
+-- Mark version $1 applied.
+INSERT INTO schema_migrations (version) VALUES ($1);
+
+-- runs and events ------------------------------------------------------------------------
+
+-- name: insert_run
+-- Create a run's projection row; no row back means the id exists already.
+-- ($1 run_id, $2 tenant, $3 workflow_id, $4 status, $5 last_sequence, $6 state, $7 created_at, $8 updated_at, $9 due_at)
+INSERT INTO runs (run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (run_id) DO NOTHING
+RETURNING run_id;
+
+-- name: update_run
+-- Compare-and-swap on the sequence the transition was decided on.
+-- ($1 run_id, $2 status, $3 last_sequence, $4 state, $5 updated_at, $6 due_at, $7 expected_sequence)
+UPDATE runs SET status = $2, last_sequence = $3, state = $4, updated_at = $5, due_at = $6
+WHERE run_id = $1 AND last_sequence = $7;
+
+-- name: insert_events
+-- Append events ($1 run ids, $2 sequences, $3 docs); the primary key refuses a duplicate sequence.
+INSERT INTO run_events (run_id, sequence, doc)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[]);
+
+-- name: get_run
+-- One run by id ($1).
+SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at FROM runs WHERE run_id = $1;
+
+-- name: get_run_for_tenant
+-- One run by id ($1), only if it belongs to the tenant ($2).
+SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at FROM runs
+WHERE run_id = $1 AND tenant = $2;
+
+-- name: list_runs
+-- A tenant's runs ($1), newest first; optional status ($2), workflow ($3) and cursor ($4: ids before it); $5 limit.
+SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at FROM runs
+WHERE tenant = $1
+  AND ($2::text IS NULL OR status = $2)
+  AND ($3::text IS NULL OR workflow_id = $3)
+  AND ($4::text IS NULL OR run_id < $4)
+ORDER BY run_id DESC LIMIT $5;
+
+-- name: active_runs
+-- Runs that recovery must continue.
+SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at FROM runs
+WHERE status NOT IN ('completed', 'failed', 'cancelled') ORDER BY run_id;
+
+-- name: read_events
+-- Events of run $1 after sequence $2, in order, at most $3.
+SELECT run_id, sequence, doc FROM run_events WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3;
+
+-- idempotency ----------------------------------------------------------------------------
+
+-- name: claim_idempotency
+-- Claim an idempotency key; no row back means it was claimed before (a concurrent claim
+-- waits on the primary key until the first one commits or rolls back).
+-- ($1 tenant, $2 scope, $3 key, $4 request_digest, $5 run_id, $6 status_code, $7 body, $8 created_at)
+INSERT INTO idempotency (tenant, scope, key, request_digest, run_id, status_code, body, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (tenant, scope, key) DO NOTHING
+RETURNING key;
+
+-- name: get_idempotency
+-- A claimed key ($1 tenant, $2 scope, $3 key) and its stored response.
+SELECT tenant, scope, key, request_digest, run_id, status_code, body, created_at FROM idempotency
+WHERE tenant = $1 AND scope = $2 AND key = $3;
+
+-- leases ---------------------------------------------------------------------------------
+
+-- name: check_fence
+-- The live lease of run $1 held by owner $2 at epoch $3, locked until the commit ends so
+-- that no takeover can slip between the check and the write.
+SELECT epoch FROM run_leases WHERE run_id = $1 AND owner = $2 AND epoch = $3 AND expires_at >= now() FOR UPDATE;
+
+-- name: claim_run
+-- Take or keep the lease of run $1 for owner $2 for $3 seconds: granted when the owner
+-- holds it already or it has lapsed; the epoch goes up when the holder changes.
+INSERT INTO run_leases (run_id, owner, epoch, expires_at)
+VALUES ($1, $2, 1, now() + make_interval(secs => $3))
+ON CONFLICT (run_id) DO UPDATE SET
+    owner = excluded.owner,
+    epoch = CASE WHEN run_leases.owner = excluded.owner THEN run_leases.epoch ELSE run_leases.epoch + 1 END,
+    expires_at = excluded.expires_at
+WHERE run_leases.owner = excluded.owner OR run_leases.expires_at < now()
+RETURNING epoch;
+
+-- name: renew_leases
+-- Extend by $2 seconds every live lease owner $1 holds; returns the runs still held.
+UPDATE run_leases SET expires_at = now() + make_interval(secs => $2)
+WHERE owner = $1 AND expires_at >= now()
+RETURNING run_id;
+
+-- name: release_run
+-- Give up the lease of run $1 if owner $2 holds it: lapse it in place, keeping the epoch.
+UPDATE run_leases SET expires_at = '-infinity' WHERE run_id = $1 AND owner = $2;
+
+-- name: orphaned_runs
+-- Runs that need a host and have no live lease: executing ones, and waiting ones whose
+-- due_at has passed ($1 now); $2 limit.
+SELECT r.run_id FROM runs r
+WHERE (r.status IN ('pending', 'running', 'cancelling')
+       OR (r.status IN ('waiting-approval', 'waiting-input', 'waiting-external') AND r.due_at <= $1))
+  AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = r.run_id AND l.expires_at >= now())
+ORDER BY r.run_id LIMIT $2;
+
+-- name: notify_run
+-- Hint the other hosts (channel $1, payload $2 "<origin>:<run id>"); sent outside any write.
+SELECT pg_notify($1, $2);
+
+-- name: keepalive
+-- Prove the listener's connection is still alive.
+SELECT 1;
+
+-- keys -----------------------------------------------------------------------------------
+
+-- name: insert_key
+-- A new API key (hash only); no row back means an active key has that name.
+-- ($1 key_id, $2 name, $3 tenant, $4 scopes, $5 secret_hash, $6 created_at, $7 revoked_at)
+INSERT INTO api_keys (key_id, name, tenant, scopes, secret_hash, created_at, revoked_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT DO NOTHING
+RETURNING key_id;
+
+-- name: get_key
+-- One key by its public id ($1).
+SELECT key_id, name, tenant, scopes, secret_hash, created_at, revoked_at FROM api_keys WHERE key_id = $1;
+
+-- name: list_keys
+-- Every key, oldest first.
+SELECT key_id, name, tenant, scopes, secret_hash, created_at, revoked_at FROM api_keys ORDER BY created_at, key_id;
+
+-- name: revoke_key
+-- Revoke ($1 revoked_at) the active key of that name ($2).
+UPDATE api_keys SET revoked_at = $1 WHERE name = $2 AND revoked_at IS NULL;
+
+-- workflows ------------------------------------------------------------------------------
+
+-- name: insert_workflow
+-- Store a definition not seen before ($1 workflow_id, $2 definition, $3 source, $4 updated_at).
+INSERT INTO workflows (workflow_id, definition, source, updated_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (workflow_id) DO NOTHING
+RETURNING workflow_id;
+
+-- name: lock_workflow
+-- The stored definition of $1, locked while it is compared.
+SELECT definition FROM workflows WHERE workflow_id = $1 FOR UPDATE;
+
+-- name: update_workflow
+-- Replace a definition ($1 workflow_id, $2 definition, $3 source, $4 updated_at).
+UPDATE workflows SET definition = $2, source = $3, updated_at = $4 WHERE workflow_id = $1;
+
+-- name: list_workflows
+-- Every stored definition.
+SELECT workflow_id, definition, source, updated_at FROM workflows ORDER BY workflow_id;
+
+-- A2A tasks --------------------------------------------------------------------------------
+
+-- name: upsert_task
+-- Write a task's A2ATaskState (a projection: the newest commit wins).
+-- ($1 task_id, $2 tenant, $3 principal, $4 context_id, $5 record, $6 updated_at)
+INSERT INTO a2a_tasks (task_id, tenant, principal, context_id, record, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at;
+
+-- name: get_task
+-- One task record ($1).
+SELECT task_id, tenant, principal, context_id, record, updated_at FROM a2a_tasks WHERE task_id = $1;
+
+-- name: get_task_for_tenant
+-- One task record ($1), only if it belongs to the tenant ($2).
+SELECT task_id, tenant, principal, context_id, record, updated_at FROM a2a_tasks WHERE task_id = $1 AND tenant = $2;
+
+-- name: insert_task_message
+-- Append a message to a task's history; no row back means that message id is there already.
+-- ($1 task_id, $2 message_id, $3 message, $4 created_at)
+INSERT INTO a2a_messages (task_id, message_id, message, created_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (task_id, message_id) DO NOTHING
+RETURNING seq;
+
+-- name: list_task_messages
+-- A task's history ($1), oldest first.
+SELECT message FROM a2a_messages WHERE task_id = $1 ORDER BY seq;
+
+-- push configs ---------------------------------------------------------------------------
+
+-- name: upsert_push_config
+-- Register (or replace, keeping its place) a push config of a task.
+-- ($1 task_id, $2 config_id, $3 tenant, $4 url, $5 token_fingerprint, $6 token_secret, $7 auth_schemes, $8 auth_secret, $9 created_at)
+INSERT INTO push_configs (task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, token_fingerprint = excluded.token_fingerprint,
+    token_secret = excluded.token_secret, auth_schemes = excluded.auth_schemes, auth_secret = excluded.auth_secret;
+
+-- name: list_push_configs
+-- A task's push configs ($1), in registration order.
+SELECT task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, created_at
+FROM push_configs WHERE task_id = $1 ORDER BY registered;
+
+-- name: delete_push_config
+-- Forget a push config ($1 task_id, $2 config_id) and its sealed credentials.
+DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2;
+
+-- webhooks -------------------------------------------------------------------------------
+
+-- name: insert_webhook
+-- A new webhook subscription.
+-- ($1 webhook_id, $2 tenant, $3 url, $4 events, $5 tags, $6 secret, $7 secret_fingerprint, $8 created_at)
+INSERT INTO webhooks (webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
+
+-- name: get_webhook
+-- One webhook ($1).
+SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at FROM webhooks WHERE webhook_id = $1;
+
+-- name: tenant_webhooks
+-- The webhooks of a tenant ($1): fan-out candidates.
+SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at FROM webhooks WHERE tenant = $1;
+
+-- name: delete_webhook
+-- Unsubscribe ($1 tenant, $2 webhook_id).
+DELETE FROM webhooks WHERE tenant = $1 AND webhook_id = $2;
+
+-- the outbox -----------------------------------------------------------------------------
+
+-- name: insert_deliveries
+-- Enqueue deliveries, one per array element; they are pending and due at once.
+-- ($1 delivery ids, $2 target ids, $3 stream keys, $4 urls, then one value for all:
+--  $5 tenant, $6 kind, $7 run_id, $8 sequence, $9 body, $10 final, $11 now)
+INSERT INTO outbox (delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, body, final, status, attempts,
+                    next_attempt_at, last_error, created_at, updated_at)
+SELECT d.delivery_id, $5::text, $6::text, d.target_id, d.stream_key, $7::text, $8::bigint, d.url, $9::bytea, $10::boolean,
+       'pending', 0, $11::text, NULL, $11::text, $11::text
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS d(delivery_id, target_id, stream_key, url);
+
+-- name: due_deliveries
+-- Claim for owner $3 for $4 seconds the due ($1 now) pending deliveries that head their
+-- stream and that no live claim holds, at most $2, in one statement: rows another host is
+-- claiming right now are skipped (SKIP LOCKED), never waited for.
+WITH due AS (
+    SELECT o.delivery_id FROM outbox o
+    WHERE o.status = 'pending' AND o.next_attempt_at <= $1
+      AND (o.claimed_until IS NULL OR o.claimed_until < now())
+      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending' AND p.stream_key = o.stream_key
+                      AND (p.sequence, p.delivery_id) < (o.sequence, o.delivery_id))
+    ORDER BY o.next_attempt_at, o.delivery_id
+    LIMIT $2
+    FOR UPDATE OF o SKIP LOCKED
+), claimed AS (
+    UPDATE outbox SET claimed_by = $3, claimed_until = now() + make_interval(secs => $4)
+    FROM due WHERE outbox.delivery_id = due.delivery_id
+    RETURNING outbox.delivery_id, outbox.tenant, outbox.kind, outbox.target_id, outbox.stream_key, outbox.run_id,
+              outbox.sequence, outbox.url, outbox.body, outbox.final, outbox.status, outbox.attempts,
+              outbox.next_attempt_at, outbox.last_error, outbox.created_at, outbox.updated_at
+)
+SELECT * FROM claimed ORDER BY next_attempt_at, delivery_id;
+
+-- name: next_delivery_at
+-- When the worker must next wake up: the earliest time a stream head becomes due and
+-- unclaimed (a claim's lapse is written in the same ISO-8601 form as the other times).
+SELECT MIN(GREATEST(o.next_attempt_at,
+                    COALESCE(to_char(o.claimed_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), '')))
+FROM outbox o
+WHERE o.status = 'pending'
+  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending' AND p.stream_key = o.stream_key
+                  AND (p.sequence, p.delivery_id) < (o.sequence, o.delivery_id));
+
+-- name: record_attempt
+-- The outcome of one attempt, which ends its claim; a final push that is delivered or
+-- dead no longer needs its config's credentials, so they are dropped in the same statement.
+-- ($1 status, $2 attempts, $3 next_attempt_at, $4 last_error, $5 now, $6 delivery_id)
+WITH attempt AS (
+    UPDATE outbox SET status = $1, attempts = $2, next_attempt_at = $3, last_error = $4, updated_at = $5,
+                      claimed_by = NULL, claimed_until = NULL
+    WHERE delivery_id = $6
+    RETURNING kind, final, stream_key, target_id
+)
+UPDATE push_configs SET token_secret = NULL, auth_secret = NULL
+FROM attempt
+WHERE $1 IN ('delivered', 'dead') AND attempt.kind = 'a2a-push' AND attempt.final
+  AND push_configs.task_id = split_part(attempt.stream_key, ':', 2) AND push_configs.config_id = attempt.target_id;
+
+-- name: list_deliveries
+-- Deliveries, newest first, optionally of one tenant ($1) and status ($2); $3 limit.
+SELECT delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, body, final, status, attempts,
+       next_attempt_at, last_error, created_at, updated_at FROM outbox
+WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR status = $2)
+ORDER BY delivery_id DESC LIMIT $3;
+
+-- name: redeliver
+-- Send a dead delivery ($1) again from the first attempt, now ($3); only within tenant $2 when given.
+UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $3, updated_at = $3, claimed_by = NULL, claimed_until = NULL
+WHERE delivery_id = $1 AND status = 'dead' AND ($2::text IS NULL OR tenant = $2);

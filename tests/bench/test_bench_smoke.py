@@ -1,0 +1,132 @@
+"""A smoke of the benchmark harness: ``bench/run.py --quick`` runs end to end and reports.
+
+Behaviour, not speed: the quick profile's one-second runs measure nothing, so nothing here
+asserts a duration or a rate beyond "positive". It starts Tether on SQLite, the Tether on
+PostgreSQL slot (measured when the build has the backend and a server answers, otherwise
+reported as skipped with the reason), the bare ASGI ceiling and, when its extras import,
+the a2a-sdk reference server with InMemoryTaskStore; then checks that the JSON report has
+every scenario, every measured number is positive and every target was judged. wrk is
+required: without it the harness cannot measure, and this test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the quick run takes about 30 s here; past this it is stuck, not slow
+BUDGET_S = 60
+RUN = ROOT / "bench" / "run.py"
+SCENARIOS = {"send", "get", "stream", "resubscribe", "restart", "rest"}
+TARGET_IDS = {
+    "send-vs-sdk-memory",
+    "send-vs-sdk-sqlite",
+    "send-p99",
+    "get-vs-sdk-memory",
+    "get-vs-bare",
+    "stream-first-event",
+    "fanout-p99",
+    "fanout-rss",
+    "restart-serving",
+    "rest-cpu",
+}
+
+
+def _imports(code: str) -> bool:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode == 0
+
+
+def scenarios_skip_reason(report: dict[str, Any], server: str) -> str | None:
+    """The reason the restart and rest scenarios give for a skipped server (they must agree)."""
+    reasons = {report["scenarios"][s][server].get("skipped") for s in ("restart", "rest")}
+    assert len(reasons) == 1, reasons
+    return reasons.pop()
+
+
+def _check_wrk_run(run: dict[str, Any], what: str) -> None:
+    assert run["requests"] > 0, what
+    assert run["failed"] == 0, f"{what}: {run['failed']} failed answers, first: {run['first_failure']}"
+    assert run["rps"] > 0 and run["p50_ms"] > 0 and run["p99_ms"] >= run["p50_ms"], what
+
+
+@pytest.mark.timeout(120)
+def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
+    if shutil.which("wrk") is None:
+        pytest.fail("wrk is not installed, and the harness needs it: apt-get install -y wrk (the Debian package)")
+    servers = ["tether-sqlite", "tether-postgres", "bare"]
+    sdk = _imports("import a2a.server.apps, sse_starlette")
+    if sdk:
+        servers.append("sdk-memory")
+    out = tmp_path / "report.json"
+    cmd = [sys.executable, str(RUN), "--quick", "--servers", ",".join(servers), "--out", str(out), "--workdir", str(tmp_path / "work")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        stdout, stderr = proc.communicate(timeout=BUDGET_S)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # the harness stops its servers on SIGTERM
+        stdout, stderr = proc.communicate(timeout=30)
+        pytest.fail(f"bench/run.py --quick took over {BUDGET_S}s (a hang, not a speed check):\n{stderr[-5000:]}")
+    assert proc.returncode == 0, f"bench/run.py --quick failed ({proc.returncode}):\n{stdout[-3000:]}\n{stderr[-5000:]}"
+
+    report = json.loads(out.read_text())
+    assert report["meta"]["complete"] is True
+    assert report["meta"]["profile"]["name"] == "quick"
+    assert set(report["scenarios"]) == SCENARIOS
+    assert "## Targets" in out.with_suffix(".md").read_text()
+
+    status = report["servers"]
+    # Tether on PostgreSQL runs when the build has the backend and a server is reachable;
+    # otherwise the slot must say why not (e.g. "skipped: this build stores in SQLite only").
+    postgres = status["tether-postgres"]
+    if postgres["status"] == "skipped":
+        assert postgres["reason"], postgres
+        assert scenarios_skip_reason(report, "tether-postgres") == postgres["reason"]
+    measured = [s for s in servers if status[s]["status"] != "skipped"]
+    assert {"tether-sqlite", "bare"} <= set(measured)
+    for name in measured:
+        assert status[name]["status"] == "ok", status[name]
+        assert status[name]["rss_rest_mb"] > 0 and status[name]["rss_load_peak_mb"] > 0
+        assert status[name]["cpu_rest_pct"] >= 0
+
+    scenarios = report["scenarios"]
+    for name in measured:
+        for c in ("c1", "c32", "c256"):
+            _check_wrk_run(scenarios["send"][name][c], f"message/send {c} on {name}")
+        _check_wrk_run(scenarios["get"][name]["c32"], f"tasks/get c32 on {name}")
+
+    for name in (s for s in measured if s != "bare"):
+        stream = scenarios["stream"][name]
+        assert stream["failed"] == 0 and stream["first_event_ms"]["n"] == stream["streams"]
+        assert 0 < stream["first_event_ms"]["p50"] <= stream["complete_ms"]["p50"]
+
+    for name in (s for s in measured if s.startswith("tether-")):
+        resubscribe = scenarios["resubscribe"][name]
+        assert resubscribe["attach"]["failed"] == 0 and resubscribe["attach"]["attach_ms"]["p50"] > 0
+        fanouts = [v for k, v in resubscribe.items() if k.startswith("fanout_")]
+        assert len(fanouts) == 2
+        for fan in fanouts:
+            assert fan["every_stream"] and fan["delivered"] == fan["streams"] * fan["rounds"]
+            assert fan["delivery_ms"]["p50"] > 0 and fan["rss_peak_mb"] > 0
+            assert fan["next_event_kinds"] == ["status-update"] and fan["reply_status"] == [200]
+
+        restarts = scenarios["restart"][name]["runs"]
+        assert [r["waiting_runs"] for r in restarts] == report["meta"]["profile"]["restart_runs"]
+        for r in restarts:
+            assert r["resumed"] == r["waiting_runs"] and 0 < r["announced_s"] <= r["serving_s"]
+        assert restarts[-1]["resume_verified"] is True
+        rest = scenarios["rest"][name]
+        assert rest["waiting_runs"] == restarts[-1]["waiting_runs"] and rest["cpu_pct"] >= 0 and rest["rss_mb"] > 0
+
+    targets = {t["id"]: t for t in report["targets"]}
+    assert set(targets) == TARGET_IDS
+    for tid in ("send-p99", "get-vs-bare", "stream-first-event", "fanout-p99", "fanout-rss", "restart-serving", "rest-cpu"):
+        assert targets[tid]["pass"] in (True, False), f"{tid} was not judged: {targets[tid]}"
+    if "sdk-memory" in servers:
+        assert targets["send-vs-sdk-memory"]["value"] > 0 and targets["get-vs-sdk-memory"]["value"] > 0

@@ -1,0 +1,103 @@
+"""Two hosts, one PostgreSQL database: any host serves any task, and a dead host's runs
+are taken over with nothing executed, written or pushed twice."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+from a2a_wire import WORKFLOWS, message, open_stream, run_events, send, wait_state
+from harness import HostProcess, create_key, wait_until
+from receiver import Receiver
+
+LEASE = "2"
+
+
+@pytest.fixture
+def receiver(tmp_path: Path) -> Iterator[Receiver]:
+    rx = Receiver(trustme.CA(), tmp_path).start()
+    yield rx
+    rx.stop()
+
+
+def _pair(start_host, shared_database: str, folder: Path, *extra: str) -> tuple[HostProcess, HostProcess, str]:  # type: ignore[no-untyped-def]
+    """Two hosts on one database, sharing the host key as operators must."""
+    args = (
+        "--workflows", str(WORKFLOWS),
+        "--lease-seconds", LEASE,
+        "--fallback-poll-seconds", "1",
+        "--secret-key-file", str(folder / "shared-host.key"),
+        *extra,
+    )
+    one: HostProcess = start_host(*args, name="one", database_url=shared_database)
+    two: HostProcess = start_host(*args, name="two", database_url=shared_database)
+    key = one.dev_key or create_key(one.data_dir, "both")
+    assert two.dev_key is None, "the second host shares the first one's keys"
+    return one, two, key
+
+
+def _watch(host: HostProcess, key: str, task_id: str, into: list[Any]) -> threading.Thread:
+    def run() -> None:
+        with host.client(key) as http:
+            with open_stream(http, "tasks/resubscribe", {"id": task_id}) as frames:
+                for frame in frames:
+                    into.append(frame)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _assert_clean(events: list[dict[str, Any]]) -> None:
+    assert [e["sequence"] for e in events] == list(range(len(events)))
+    assert Counter(e["type"] for e in events)["run.started"] == 1
+    for kind in ("node.started", "node.completed"):
+        per_node = Counter(e["nodeId"] for e in events if e["type"] == kind)
+        assert all(n == 1 for n in per_node.values()), f"{kind} twice: {per_node}"
+
+
+def test_create_on_one_resubscribe_and_approve_on_two(start_host, shared_database: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    one, two, key = _pair(start_host, shared_database, tmp_path)
+    task = send(one.http(key), message("draft", skill="approval-gated"), blocking=True)
+    assert task["status"]["state"] == "input-required"
+    seen_one: list[Any] = []
+    seen_two: list[Any] = []
+    watchers = [_watch(one, key, task["id"], seen_one), _watch(two, key, task["id"], seen_two)]
+    wait_until(lambda: seen_one and seen_two, what="both streams to attach")
+    reply = send(two.http(key), message(data={"action": "accept"}, task_id=task["id"]))
+    assert reply["status"]["state"] == "completed"
+    for watcher in watchers:
+        watcher.join(15)
+        assert not watcher.is_alive(), "a resubscribe stream ends at the terminal state"
+    def updates(frames: list[Any]) -> list[str]:
+        return [json.dumps(f.result, sort_keys=True) for f in frames[1:]]  # after the current Task
+
+    assert updates(seen_one) == updates(seen_two) and updates(seen_one), "both hosts streamed the same events"
+    assert seen_one[-1].state == "completed"
+    _assert_clean(run_events(one.http(key), task["id"]))
+
+
+def test_sigkill_mid_run_is_taken_over_once(start_host, shared_database: str, receiver: Receiver, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    one, two, key = _pair(start_host, shared_database, tmp_path, "--egress-allow-cidr", "127.0.0.1/32", "--egress-ca-bundle", str(receiver.ca_file))
+    config = {"url": receiver.url(), "token": "t-123"}
+    task = send(one.http(key), message("x", skill="slow"), blocking=False, pushNotificationConfig=config)
+    wait_until(
+        lambda: any(e["type"] == "node.started" and e.get("payload", {}).get("wakeAt") for e in run_events(two.http(key), task["id"])),
+        what="the delay to start on host one",
+    )
+    one.kill()
+    done = wait_state(two.http(key), task["id"], "completed", timeout=30)
+    assert done["status"]["state"] == "completed"
+    events = run_events(two.http(key), task["id"])
+    _assert_clean(events)
+    wait_until(lambda: receiver.requests, what="the completed push")
+    wait_until(lambda: two.http(key).get("/v1/deliveries", params={"status": "delivered"}).json()["deliveries"], what="the delivery record")
+    states = [json.loads(r.body)["status"]["state"] for r in receiver.requests]
+    assert states == ["completed"], "one push, once"

@@ -1,0 +1,86 @@
+"""A throwaway PostgreSQL database for tests: made fresh, dropped afterwards.
+
+The server comes from ``TETHER_TEST_POSTGRES_URL`` (an admin DSN; default the local
+trust-auth server). With no server there, tests skip, except under CI (``CI=true``),
+where they fail: a CI run that silently skipped the PostgreSQL backend would prove
+nothing about it.
+
+    from pg import fresh_database
+
+    with fresh_database() as dsn:
+        ...  # PostgresStore(dsn)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+T = TypeVar("T")
+
+
+def admin_url() -> str:
+    return os.environ.get("TETHER_TEST_POSTGRES_URL", DEFAULT_URL)
+
+
+def database_url(url: str, database: str) -> str:
+    """``url`` pointing at another database of the same server."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + database))
+
+
+def _run(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion whether or not an event loop runs in this thread."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(_call(make))).result()
+
+
+async def _call(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
+
+
+async def _admin(url: str, *statements: str) -> None:
+    conn = await asyncpg.connect(url, timeout=5)
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+def _unreachable(url: str, exc: BaseException) -> None:
+    message = f"no PostgreSQL at {url}: set TETHER_TEST_POSTGRES_URL ({type(exc).__name__}: {exc})"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    """Create ``tether_test_<hex>``, yield its DSN, then drop it (connections and all)."""
+    url = admin_url()
+    name = f"tether_test_{uuid.uuid4().hex}"
+    try:
+        _run(lambda: _admin(url, f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        _unreachable(url, exc)
+    try:
+        yield database_url(url, name)
+    finally:
+        _run(
+            lambda: _admin(
+                url,
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()",
+                f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
+            )
+        )
