@@ -7,7 +7,6 @@ does for ``tests/``, so every A2A test can import the checked wire helpers.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx

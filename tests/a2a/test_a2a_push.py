@@ -15,7 +15,7 @@ import httpx
 import pytest
 import trustme
 
-from a2a_wire import WORKFLOWS, error, get_task, message, result, send, wait_state
+from a2a_wire import WORKFLOWS, error, get_task, message, result, send
 from harness import HostProcess, cli, wait_until
 from receiver import Receiver
 from schemas import a2a_validator, openwop_validator

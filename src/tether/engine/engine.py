@@ -15,20 +15,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 
-from tether import __version__
 from tether.engine import clock, hitl
+from tether.engine.batch import ENGINE_VERSION, Batch, duration_ms, ms
+from tether.engine.resolution import resolution_events
 from tether.engine.nodes import HANDLERS, Completed, Failed, NodeContext, Outcome, Sleep, Suspend
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
 from tether.engine.scheduler import Execute, Fail, Finish, Skip, Wait, node_outputs, plan, resolve_inputs
-from tether.engine.state import CANCEL_REQUESTED, TERMINAL, WAITING, evolve, initial_snapshot
+from tether.engine.state import CANCEL_REQUESTED, TERMINAL, WAITING, initial_snapshot
 from tether.engine.workflow import WorkflowDefinition, validate_inputs
 from tether.errors import Conflict, InvalidInput, NotFound, SequenceConflict, Unprocessable
 from tether.ids import new_id
 from tether.engine.cluster import Cluster, LeaseSettings
-from tether.store.base import Commit, EventRow, Extra, IdempotencyClaimed, IdempotencyRecord, LeaseLost, RunRow, Store
+from tether.store.base import Commit, Extra, IdempotencyClaimed, IdempotencyRecord, LeaseLost, RunRow, Store
 
 #: Called with (run before, run after, the events) for every commit; what it returns is
 #: written in the same transaction (task records, outbox rows). It must be pure.
@@ -36,7 +36,6 @@ Projector = Callable[[RunRow | None, RunRow, list[dict[str, Any]]], list[Extra]]
 
 log = logging.getLogger("tether.engine")
 
-ENGINE_VERSION = __version__
 _MAX_RETRIES = 50
 
 
@@ -64,70 +63,6 @@ class Created:
     run: RunRow
     body: dict[str, Any]
     replayed: IdempotencyRecord | None = None
-
-
-def _event(run_id: str, sequence: int, type_: str, payload: Any, node_id: str | None = None, at: str | None = None) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "eventId": new_id("evt_"),
-        "runId": run_id,
-        "type": type_,
-        "payload": payload,
-        "timestamp": at or clock.now_iso(),
-        "sequence": sequence,
-        "schemaVersion": 1,
-        "engineVersion": ENGINE_VERSION,
-    }
-    if node_id is not None:
-        doc["nodeId"] = node_id
-    return doc
-
-
-class _Batch:
-    """Events decided on one snapshot, numbered from its sequence, folded as they are added."""
-
-    def __init__(self, row: RunRow, fence: tuple[str, int] | None = None) -> None:
-        self.row = row
-        self.fence = fence
-        self.docs: list[dict[str, Any]] = []
-        self.state = row.state
-
-    def add(self, type_: str, payload: Any, node_id: str | None = None, at: str | None = None) -> None:
-        doc = _event(self.row.run_id, self.row.last_sequence + 1 + len(self.docs), type_, payload, node_id, at)
-        self.state = evolve(self.state, [doc])
-        self.docs.append(doc)
-
-    def commit(self, idempotency: IdempotencyRecord | None = None, *, new: bool = False) -> Commit:
-        now = clock.now_iso()
-        run = RunRow(
-            run_id=self.row.run_id,
-            tenant=self.row.tenant,
-            workflow_id=self.row.workflow_id,
-            status=self.state["status"],
-            last_sequence=self.row.last_sequence + len(self.docs),
-            state=self.state,
-            created_at=self.row.created_at,
-            updated_at=now,
-            due_at=_due_at(self.state),
-        )
-        events = [EventRow(self.row.run_id, d["sequence"], orjson.dumps(d)) for d in self.docs]
-        return Commit(
-            run=run,
-            events=events,
-            expected_sequence=None if new else self.row.last_sequence,
-            idempotency=idempotency,
-            fence=self.fence,
-        )
-
-
-def _due_at(state: dict[str, Any]) -> str | None:
-    """When the run next needs attention unasked: its gate's deadline or its delay's wake-up."""
-    interrupt = state.get("interrupt")
-    if interrupt:
-        if interrupt.get("timeoutMs"):
-            return clock.iso(clock.parse(interrupt["requestedAt"]) + _ms(interrupt["timeoutMs"]))
-        return None
-    wakes = [e["wakeAt"] for e in state.get("nodeStates", {}).values() if e.get("status") == "running" and "wakeAt" in e]
-    return min(wakes) if wakes else None
 
 
 class Engine:
@@ -196,7 +131,7 @@ class Engine:
     # commits ---------------------------------------------------------------------------
 
     async def _commit(
-        self, batch: _Batch, idempotency: IdempotencyRecord | None = None, *, new: bool = False, extras: list[Extra] | None = None
+        self, batch: Batch, idempotency: IdempotencyRecord | None = None, *, new: bool = False, extras: list[Extra] | None = None
     ) -> RunRow:
         commit = batch.commit(idempotency, new=new)
         before = None if new else batch.row
@@ -215,7 +150,7 @@ class Engine:
         self,
         tenant: str | None,
         run_id: str,
-        decide: Callable[[RunRow, _Batch], Awaitable[Any] | Any],
+        decide: Callable[[RunRow, Batch], Awaitable[Any] | Any],
         extras: list[Extra] | None = None,
     ) -> tuple[RunRow, Any]:
         """Read, decide, commit; on a lost race read and decide again."""
@@ -223,7 +158,7 @@ class Engine:
             row = await self.store.get_run(run_id, tenant)
             if row is None:
                 raise NotFound(f"no run {run_id!r}", details={"runId": run_id})
-            batch = _Batch(row)
+            batch = Batch(row)
             result = decide(row, batch)
             if asyncio.iscoroutine(result):
                 result = await result
@@ -272,7 +207,7 @@ class Engine:
         run_id = new_id("run_")
         now = clock.now_iso()
         empty = RunRow(run_id, principal.tenant, workflow_id, "pending", -1, initial_snapshot(run_id, workflow_id, now), now, now)
-        batch = _Batch(empty)
+        batch = Batch(empty)
         payload: dict[str, Any] = {
             "workflowId": workflow_id,
             "inputs": variables,
@@ -365,27 +300,27 @@ class Engine:
         """
         entry = self.registry.get(row.workflow_id)
         wf = entry.workflow
-        batch = _Batch(row, fence)
+        batch = Batch(row, fence)
         if row.status == "cancelling":
-            batch.add("run.cancelled", {"reason": row.state.get("cancelReason", "cancelled"), "cancelledBy": row.state.get("cancelledBy", "system"), "durationMs": _duration(row.state)})
+            batch.add("run.cancelled", {"reason": row.state.get("cancelReason", "cancelled"), "cancelledBy": row.state.get("cancelledBy", "system"), "durationMs": duration_ms(row.state)})
             await self._commit(batch)
             return False
         while True:
             try:
                 decision = plan(wf, batch.state)
             except InvalidInput as exc:  # an edge condition that cannot be evaluated on this data
-                batch.add("run.failed", {"error": {"code": "node_execution_failed", "message": exc.message}, "durationMs": _duration(batch.state)})
+                batch.add("run.failed", {"error": {"code": "node_execution_failed", "message": exc.message}, "durationMs": duration_ms(batch.state)})
                 await self._commit(batch)
                 return False
             if isinstance(decision, Skip):
                 batch.add("node.skipped", {"nodeId": decision.node_id, "reason": decision.reason}, decision.node_id)
                 continue
             if isinstance(decision, Finish):
-                batch.add("run.completed", {"outputs": decision.outputs, "durationMs": _duration(batch.state)})
+                batch.add("run.completed", {"outputs": decision.outputs, "durationMs": duration_ms(batch.state)})
                 await self._commit(batch)
                 return False
             if isinstance(decision, Fail):
-                batch.add("run.failed", {"error": decision.error, "failedNodeId": decision.node_id, "durationMs": _duration(batch.state)})
+                batch.add("run.failed", {"error": decision.error, "failedNodeId": decision.node_id, "durationMs": duration_ms(batch.state)})
                 await self._commit(batch)
                 return False
             if isinstance(decision, Wait):
@@ -409,7 +344,7 @@ class Engine:
                     batch.add("node.started", {"nodeId": node.id, "typeId": node.typeId, "attempt": 0}, node.id)
                     batch.add("node.completed", {"nodeId": node.id, "outputs": {}, "durationMs": 0}, node.id)
                     continue
-                wake_at = clock.iso(clock.now() + _ms(outcome.ms))
+                wake_at = clock.iso(clock.now() + ms(outcome.ms))
                 batch.add("node.started", {"nodeId": node.id, "typeId": node.typeId, "attempt": 0, "wakeAt": wake_at}, node.id)
                 await self._commit(batch)
                 return outcome.ms / 1000
@@ -462,8 +397,8 @@ class Engine:
             sleep.cancel()
 
     async def _fail_unrunnable(self, row: RunRow, message: str) -> None:
-        batch = _Batch(row)
-        batch.add("run.failed", {"error": {"code": "invalid_workflow_definition", "message": message}, "durationMs": _duration(row.state)})
+        batch = Batch(row)
+        batch.add("run.failed", {"error": {"code": "invalid_workflow_definition", "message": message}, "durationMs": duration_ms(row.state)})
         try:
             await self._commit(batch)
         except SequenceConflict:
@@ -478,7 +413,7 @@ class Engine:
         ctx = NodeContext(run_id, node_id, node.typeId, dict(node.config), inputs, dict(state.get("variables", {})), node_outputs(state))
         return HANDLERS[node.typeId](ctx)
 
-    def _suspend(self, batch: _Batch, node_id: str, outcome: Suspend) -> None:
+    def _suspend(self, batch: Batch, node_id: str, outcome: Suspend) -> None:
         interrupt_id = new_id("int_")
         count = sum(1 for r in batch.state.get("resolvedInterrupts", []) if r.get("nodeId") == node_id)
         key = f"{batch.row.run_id}:{node_id}:{count}"
@@ -527,7 +462,7 @@ class Engine:
         interrupt_id = interrupt["interruptId"]
         if interrupt_id in self._timers:
             return
-        deadline = clock.parse(interrupt["requestedAt"]) + _ms(interrupt["timeoutMs"])
+        deadline = clock.parse(interrupt["requestedAt"]) + ms(interrupt["timeoutMs"])
         delay = max((deadline - clock.now()).total_seconds(), 0.0)
         loop = asyncio.get_running_loop()
         self._timers[interrupt_id] = loop.call_later(delay, self._fire_timeout, row.run_id, interrupt_id)
@@ -541,7 +476,7 @@ class Engine:
         """A gate's time ran out: it resolves as rejected, whatever ``onTimeout`` says."""
         self._timers.pop(interrupt_id, None)
 
-        def decide(row: RunRow, batch: _Batch) -> None:
+        def decide(row: RunRow, batch: Batch) -> None:
             interrupt = row.state.get("interrupt")
             if not interrupt or interrupt.get("interruptId") != interrupt_id:
                 return
@@ -571,7 +506,7 @@ class Engine:
     ) -> RunRow:
         """Resolve the run's pending interrupt at ``node_id``; exactly one resolution wins."""
 
-        def decide(row: RunRow, batch: _Batch) -> None:
+        def decide(row: RunRow, batch: Batch) -> None:
             state = row.state
             interrupt = state.get("interrupt")
             if interrupt is None or interrupt["nodeId"] != node_id or (interrupt_id and interrupt["interruptId"] != interrupt_id):
@@ -582,7 +517,7 @@ class Engine:
                 if any(r["nodeId"] == node_id and (interrupt_id is None or r["interruptId"] == interrupt_id) for r in resolved):
                     raise Conflict(f"the interrupt at {node_id!r} was already resolved", code="interrupt_already_resolved")
                 raise NotFound(f"run {run_id} is not waiting at node {node_id!r}", code="interrupt_not_found", details={"runId": run_id, "nodeId": node_id})
-            _resolution(batch, interrupt, resume_value, principal)
+            resolution_events(batch, interrupt, resume_value, principal.name)
 
         row, _ = await self._transition(principal.tenant, run_id, decide, extras)
         for resolved in row.state.get("resolvedInterrupts", []):
@@ -598,7 +533,7 @@ class Engine:
     async def cancel(self, principal: Principal, run_id: str, reason: str | None = None) -> RunRow:
         """Cancel a run: waiting runs end at once, executing ones go through ``cancelling``."""
 
-        def decide(row: RunRow, batch: _Batch) -> None:
+        def decide(row: RunRow, batch: Batch) -> None:
             if row.status == "cancelled" or row.status == "cancelling":
                 return
             if row.status in TERMINAL:
@@ -611,7 +546,7 @@ class Engine:
             interrupt = row.state.get("interrupt")
             if interrupt:
                 batch.add("node.cancelled", {"nodeId": interrupt["nodeId"], "reason": "run-cancelled"}, interrupt["nodeId"])
-            batch.add("run.cancelled", {**who, "durationMs": _duration(row.state)})
+            batch.add("run.cancelled", {**who, "durationMs": duration_ms(row.state)})
 
         row, _ = await self._transition(principal.tenant, run_id, decide)
         if row.status == "cancelling":
@@ -641,55 +576,3 @@ class Engine:
                 if remaining <= 0:
                     return row
                 await self.notifier.wait(wake, remaining)
-
-
-def _resolution(batch: _Batch, interrupt: dict[str, Any], resume_value: Any, principal: Principal) -> None:
-    """The events that resolve ``interrupt`` with ``resume_value`` (raises on a bad value)."""
-    node_id = interrupt["nodeId"]
-    interrupt_id = interrupt["interruptId"]
-    kind = interrupt["kind"]
-    now = clock.now_iso()
-    if kind == "approval":
-        decision = hitl.normalize_approval(resume_value, interrupt["data"]["actions"])
-        if decision.action == "ask":
-            batch.add("log.appended", {"kind": "approval.ask", "nodeId": node_id, "question": decision.fields["question"], "askedBy": principal.name, "level": "info", "message": decision.fields["question"]}, node_id)
-            return
-        resume = {"action": decision.action, **decision.fields, "decidedBy": principal.name, "decidedAt": now}
-        batch.add("interrupt.resolved", {"nodeId": node_id, "interruptId": interrupt_id, "kind": kind, "resumeValue": resume, "resolvedAt": now, "resolvedBy": principal.name}, node_id)
-        batch.add("approval.received", {"nodeId": node_id, **resume}, node_id)
-        batch.add("node.resumed", {"nodeId": node_id, "interruptId": interrupt_id, "resumeValue": resume}, node_id)
-        if decision.action == "reject":
-            error: dict[str, Any] = {"code": "approval_rejected", "message": f"approval gate {node_id!r} was rejected by {principal.name}"}
-            if "feedback" in decision.fields:
-                error["details"] = {"feedback": decision.fields["feedback"]}
-            batch.add("node.failed", {"nodeId": node_id, "error": error, "attempts": 1}, node_id)
-        else:
-            outputs = {"action": decision.action, "decidedBy": principal.name, **decision.fields}
-            batch.add("node.completed", {"nodeId": node_id, "outputs": outputs, "durationMs": 0}, node_id)
-        return
-    if kind == "clarification":
-        answers = hitl.normalize_answers(resume_value, interrupt["data"]["questions"])
-        resume = {"answers": answers}
-        batch.add("interrupt.resolved", {"nodeId": node_id, "interruptId": interrupt_id, "kind": kind, "resumeValue": resume, "resolvedAt": now, "resolvedBy": principal.name}, node_id)
-        batch.add("clarification.resolved", {"nodeId": node_id, "answers": answers, "answeredBy": principal.name}, node_id)
-        batch.add("node.resumed", {"nodeId": node_id, "interruptId": interrupt_id, "resumeValue": resume}, node_id)
-        batch.add("node.completed", {"nodeId": node_id, "outputs": {"answers": answers}, "durationMs": 0}, node_id)
-        return
-    if not isinstance(resume_value, dict):
-        raise InvalidInput("resumeValue for an external event must be an object")
-    batch.add("interrupt.resolved", {"nodeId": node_id, "interruptId": interrupt_id, "kind": kind, "resumeValue": resume_value, "resolvedAt": now, "resolvedBy": principal.name}, node_id)
-    batch.add("node.resumed", {"nodeId": node_id, "interruptId": interrupt_id, "resumeValue": resume_value}, node_id)
-    batch.add("node.completed", {"nodeId": node_id, "outputs": {"event": resume_value}, "durationMs": 0}, node_id)
-
-
-def _ms(ms: int | float) -> Any:
-    from datetime import timedelta
-
-    return timedelta(milliseconds=ms)
-
-
-def _duration(state: dict[str, Any]) -> int:
-    started = state.get("startedAt") or state.get("createdAt")
-    if not started:
-        return 0
-    return max(int((clock.now() - clock.parse(started)).total_seconds() * 1000), 0)

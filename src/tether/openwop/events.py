@@ -17,7 +17,6 @@ from tether.engine.engine import Principal
 from tether.errors import InvalidInput, UnsupportedStreamMode
 from tether.host import Host
 from tether.openwop.deps import host_of, require
-from tether.openwop.responses import json_response
 from tether.openwop.runs import load_run
 from tether.store.base import TERMINAL_STATUSES
 

@@ -1,0 +1,96 @@
+"""A transition being decided: events numbered from a snapshot, folded as they are added.
+
+A ``Batch`` is what the engine commits: the new events, the snapshot they fold into,
+when the run next needs attention, and the execution-lease fence it was decided under.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import orjson
+
+from tether import __version__
+from tether.engine import clock
+from tether.engine.state import evolve
+from tether.ids import new_id
+from tether.store.base import Commit, EventRow, IdempotencyRecord, RunRow
+
+ENGINE_VERSION = __version__
+
+
+def new_event(run_id: str, sequence: int, type_: str, payload: Any, node_id: str | None = None, at: str | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "eventId": new_id("evt_"),
+        "runId": run_id,
+        "type": type_,
+        "payload": payload,
+        "timestamp": at or clock.now_iso(),
+        "sequence": sequence,
+        "schemaVersion": 1,
+        "engineVersion": ENGINE_VERSION,
+    }
+    if node_id is not None:
+        doc["nodeId"] = node_id
+    return doc
+
+
+class Batch:
+    """Events decided on one snapshot, numbered from its sequence, folded as they are added."""
+
+    def __init__(self, row: RunRow, fence: tuple[str, int] | None = None) -> None:
+        self.row = row
+        self.fence = fence
+        self.docs: list[dict[str, Any]] = []
+        self.state = row.state
+
+    def add(self, type_: str, payload: Any, node_id: str | None = None, at: str | None = None) -> None:
+        doc = new_event(self.row.run_id, self.row.last_sequence + 1 + len(self.docs), type_, payload, node_id, at)
+        self.state = evolve(self.state, [doc])
+        self.docs.append(doc)
+
+    def commit(self, idempotency: IdempotencyRecord | None = None, *, new: bool = False) -> Commit:
+        now = clock.now_iso()
+        run = RunRow(
+            run_id=self.row.run_id,
+            tenant=self.row.tenant,
+            workflow_id=self.row.workflow_id,
+            status=self.state["status"],
+            last_sequence=self.row.last_sequence + len(self.docs),
+            state=self.state,
+            created_at=self.row.created_at,
+            updated_at=now,
+            due_at=due_at(self.state),
+        )
+        events = [EventRow(self.row.run_id, d["sequence"], orjson.dumps(d)) for d in self.docs]
+        return Commit(
+            run=run,
+            events=events,
+            expected_sequence=None if new else self.row.last_sequence,
+            idempotency=idempotency,
+            fence=self.fence,
+        )
+
+
+def due_at(state: dict[str, Any]) -> str | None:
+    """When the run next needs attention unasked: its gate's deadline or its delay's wake-up."""
+    interrupt = state.get("interrupt")
+    if interrupt:
+        if interrupt.get("timeoutMs"):
+            return clock.iso(clock.parse(interrupt["requestedAt"]) + ms(interrupt["timeoutMs"]))
+        return None
+    wakes = [e["wakeAt"] for e in state.get("nodeStates", {}).values() if e.get("status") == "running" and "wakeAt" in e]
+    return min(wakes) if wakes else None
+
+
+def ms(value: int | float) -> timedelta:
+    return timedelta(milliseconds=value)
+
+
+def duration_ms(state: dict[str, Any]) -> int:
+    """Milliseconds since the run started, for the ``durationMs`` of run events."""
+    started = state.get("startedAt") or state.get("createdAt")
+    if not started:
+        return 0
+    return max(int((clock.now() - clock.parse(started)).total_seconds() * 1000), 0)
