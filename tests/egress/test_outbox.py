@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -54,11 +54,12 @@ def _worker(store: SqliteStore, handler: Callable[[httpx.Request], httpx.Respons
     return OutboxWorker(store, client, BOX, RetrySchedule.parse(schedule))
 
 
-async def _drain(worker: OutboxWorker, store: SqliteStore, until: Callable[[], bool]) -> None:
+async def _drain(worker: OutboxWorker, until: Callable[[], Awaitable[bool]]) -> None:
+    """Run the worker until ``until()`` holds (or fail after 5 s), then stop it and its client."""
     task = asyncio.create_task(worker.run())
     try:
         for _ in range(500):
-            if until():
+            if await until():
                 return
             await asyncio.sleep(0.01)
         raise AssertionError("the outbox did not settle")
@@ -66,6 +67,20 @@ async def _drain(worker: OutboxWorker, store: SqliteStore, until: Callable[[], b
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await worker.client.aclose()
+
+
+def _dead(store: SqliteStore) -> Callable[[], Awaitable[bool]]:
+    async def probe() -> bool:
+        return bool(await store.list_deliveries(None, "dead"))
+
+    return probe
+
+
+def _count(items: list[object], n: int) -> Callable[[], Awaitable[bool]]:
+    async def probe() -> bool:
+        return len(items) == n
+
+    return probe
 
 
 async def test_pushes_in_order_with_credentials_then_discards_them(store: SqliteStore) -> None:
@@ -80,7 +95,7 @@ async def test_pushes_in_order_with_credentials_then_discards_them(store: Sqlite
         return httpx.Response(204)
 
     worker = _worker(store, handler)
-    await _drain(worker, store, lambda: len(received) == 2)
+    await _drain(worker, _count(received, 2))
     assert [orjson.loads(r.content)["seq"] for r in received] == [0, 1]
     assert received[0].headers["X-A2A-Notification-Token"] == "tok-secret"
     assert received[0].headers["Authorization"] == "Bearer cred-secret"
@@ -101,28 +116,13 @@ async def test_retries_on_the_ladder_then_dead_letters(store: SqliteStore) -> No
         return httpx.Response(503)
 
     worker = _worker(store, handler, "10ms,20ms")
-    dead: list[object] = []
-
-    async def poll_dead() -> None:
-        dead.extend(await store.list_deliveries(None, "dead"))
-
-    task = asyncio.create_task(worker.run())
-    try:
-        for _ in range(500):
-            await poll_dead()
-            if dead:
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await _drain(worker, _dead(store))
     assert len(ids) == 3, "one attempt plus one per ladder step"
     assert len(set(ids)) == 1, "the webhook-id stays the same across retries"
     row = (await store.list_deliveries(None, "dead"))[0]
     assert row.attempts == 3 and row.last_error == "HTTP 503"
     assert await store.redeliver(row.delivery_id, "default", clock.now_iso())
     assert (await store.list_deliveries(None, "pending"))[0].delivery_id == row.delivery_id
-    await worker.client.aclose()
 
 
 @pytest.mark.parametrize(("status", "attempts"), [(400, 1), (302, 3), (429, 3)])
@@ -137,22 +137,7 @@ async def test_which_answers_are_retried(store: SqliteStore, status: int, attemp
         return httpx.Response(status, headers={"Location": "https://elsewhere.test/"} if status == 302 else {})
 
     worker = _worker(store, handler)
-    settled: list[object] = []
-
-    async def check() -> None:
-        settled.extend(await store.list_deliveries(None, "dead"))
-
-    task = asyncio.create_task(worker.run())
-    try:
-        for _ in range(500):
-            await check()
-            if settled:
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await worker.client.aclose()
+    await _drain(worker, _dead(store))
     assert len(seen) == attempts
 
 
@@ -175,7 +160,7 @@ async def test_webhook_fanout_matches_events_and_signs(store: SqliteStore) -> No
         )
     received: list[httpx.Request] = []
     worker = _worker(store, lambda r: (received.append(r), httpx.Response(200))[1])
-    await _drain(worker, store, lambda: len(received) == 1)
+    await _drain(worker, _count(received, 1))
     request = received[0]
     assert request.url.host == "hooks.test"
     assert orjson.loads(request.content)["event"]["type"] == "run.completed"
@@ -225,16 +210,7 @@ async def test_dns_rebinding_sends_nothing(store: SqliteStore) -> None:
     await store.put_push_config(PushConfigRow("t9", "c1", "default", "https://rebind.example/push", None, None, [], None, clock.now_iso()))
     await _enqueue_push(store, "t9", 0)
     worker = OutboxWorker(store, client, BOX, RetrySchedule.parse("10ms"))
-    task = asyncio.create_task(worker.run())
-    try:
-        for _ in range(500):
-            if await store.list_deliveries(None, "dead"):
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await client.aclose()
+    await _drain(worker, _dead(store))
     dead = await store.list_deliveries(None, "dead")
     assert backend.dials == [], "nothing was sent to the rebound address"
     assert dead and "10.0.0.7" in (dead[0].last_error or "") and "egress guard" in (dead[0].last_error or "")
@@ -247,15 +223,6 @@ async def test_a_secret_sealed_by_another_host_key_is_a_clear_dead_letter(store:
     await _enqueue_push(store, "t8", 0)
     client = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(204)))
     worker = OutboxWorker(store, client, SecretBox(b"another host key" * 2), RetrySchedule.parse("10ms"))
-    task = asyncio.create_task(worker.run())
-    try:
-        for _ in range(500):
-            if await store.list_deliveries(None, "dead"):
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await client.aclose()
+    await _drain(worker, _dead(store))
     dead = await store.list_deliveries(None, "dead")
     assert dead and "--secret-key-file" in (dead[0].last_error or "")
