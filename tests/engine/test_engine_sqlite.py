@@ -367,3 +367,35 @@ async def test_edge_condition_error_at_run_time_ends_the_run(env: Env) -> None:
     row = await env.until(run_id, lambda r: r.status in TERMINAL, "the run to end", timeout=3.0)
     assert row.status == "failed"
     await _assert_consistent(env, run_id)
+
+
+# --- a store that fails mid-step does not strand a run ----------------------------------------------
+
+
+class _FlakyStore(SqliteStore):
+    """Refuses the first ``failures`` commits after the run is created, like a dropped connection."""
+
+    failures = 2
+
+    async def commit(self, commit: Any) -> int:
+        if commit.expected_sequence is not None and self.failures > 0:
+            self.failures -= 1
+            from tether.errors import StoreUnavailable
+
+            raise StoreUnavailable("the connection dropped")
+        return await super().commit(commit)
+
+
+async def test_a_failed_step_is_retried_until_the_run_completes(tmp_path: Path) -> None:
+    store = _FlakyStore(tmp_path / "flaky.db")
+    await store.open()
+    env = await _engine_on(store)
+    try:
+        created = await env.engine.create_run(Principal("default", "t", frozenset(ALL_SCOPES)), "echo", {"prompt": "x"})
+        row = await env.engine.wait_for(created.run.run_id, lambda r: r.status in TERMINAL, 10)
+        assert row is not None and row.status == "completed"
+        assert store.failures == 0, "both refused commits were retried"
+        await _assert_consistent(env, created.run.run_id)
+    finally:
+        await env.engine.stop()
+        await store.close()

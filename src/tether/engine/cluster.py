@@ -64,6 +64,10 @@ class Cluster:
         self._held.discard(run_id)
         await self.store.release_run(run_id, self.owner)
 
+    def forget(self, run_id: str) -> None:
+        """Stop renewing a lease without a write: it expires, and any host may adopt the run."""
+        self._held.discard(run_id)
+
     def announce(self, run_id: str) -> None:
         task = asyncio.create_task(self.store.announce(run_id), name=f"tether-announce-{run_id}")
         task.add_done_callback(_log_failure)
@@ -83,12 +87,13 @@ class Cluster:
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(self.settings.heartbeat_seconds)
+            renewing = set(self._held)  # a lease claimed during the renewal is not lost
             try:
                 still = set(await self.store.renew_leases(self.owner, self.settings.lease_seconds))
             except Exception:
                 log.exception("lease renewal failed; retrying at the next beat")
                 continue
-            lost = self._held - still
+            lost = (renewing - still) & self._held
             if lost:
                 self._held -= lost
                 log.warning("lost the lease of %d run(s) to another host", len(lost))

@@ -91,6 +91,7 @@ class Engine:
         self._again: set[str] = set()
         self._sleeps: dict[str, asyncio.Task[None]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._retry_after: dict[str, float] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._stopping = False
         self.projectors: list[Projector] = []
@@ -253,7 +254,17 @@ class Engine:
         if self._drivers.get(run_id) is task:
             del self._drivers[run_id]
         if not task.cancelled() and task.exception() is not None:
-            log.error("driver of run %s crashed", run_id, exc_info=task.exception())
+            # a store that failed mid-step (a dropped connection, a full pool): nothing
+            # half-written, so try again, later each time, rather than leave the run stuck
+            delay = self._retry_after.get(run_id, 0.5) * 2
+            self._retry_after[run_id] = min(delay, 60.0)
+            log.error("driver of run %s failed; retrying in %.0f s", run_id, delay, exc_info=task.exception())
+            if self.cluster is not None:
+                self.cluster.forget(run_id)
+            if not self._stopping:
+                asyncio.get_running_loop().call_later(delay, self.kick, run_id)
+            return
+        self._retry_after.pop(run_id, None)
         if run_id in self._again:
             self._again.discard(run_id)
             self.kick(run_id)

@@ -1,0 +1,92 @@
+-- A2A JSON-RPC load for wrk: one script, every scenario that is a request and its response.
+--
+--   wrk -t1 -c32 -d10s -s bench/wrk/rpc.lua http://127.0.0.1:PORT/v1/a2a -- \
+--       <method> <bearer-key|-> <nonce> <expect> [ids-file]
+--
+-- method  send : message/send, blocking, a fresh messageId on every request
+--                ("<nonce>-<thread>-<counter>", so no two requests in one run, or in two
+--                runs against the same store, ever repeat one)
+--         get  : tasks/get, cycling through the task ids in ids-file (one per line)
+-- key     the Authorization bearer token, or "-" for none
+-- expect  a substring every good response body holds (e.g. "completed"); any other
+--         answer (HTTP error, JSON-RPC error, wrong state) counts as a failure
+--
+-- done() prints one line "WRK_JSON {...}": requests, failures, duration and the latency
+-- percentiles in microseconds, which bench/loadgen.py reads.
+
+local threads = {}
+local thread_count = 0
+
+function setup(thread)
+  thread:set("tid", thread_count)
+  thread_count = thread_count + 1
+  table.insert(threads, thread)
+end
+
+local method, key, nonce, expect
+local ids = {}
+local counter = 0
+failures = 0
+first_failure = ""
+
+function init(args)
+  method = args[1] or "send"
+  key = args[2] or "-"
+  nonce = args[3] or tostring(os.time())
+  expect = args[4] or '"result"'
+  if method == "get" then
+    local f = assert(io.open(args[5], "r"), "ids file")
+    for line in f:lines() do
+      if #line > 0 then table.insert(ids, line) end
+    end
+    f:close()
+    assert(#ids > 0, "no task ids")
+    counter = tid * 7919
+  end
+  headers = { ["Content-Type"] = "application/json" }
+  if key ~= "-" then headers["Authorization"] = "Bearer " .. key end
+end
+
+function request()
+  counter = counter + 1
+  local body
+  if method == "send" then
+    body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"message/send","params":{"message":'
+      .. '{"kind":"message","role":"user","messageId":"' .. nonce .. '-' .. tid .. '-' .. counter .. '",'
+      .. '"parts":[{"kind":"text","text":"hello bench"}]},"configuration":{"blocking":true}}}'
+  else
+    local id = ids[(counter % #ids) + 1]
+    body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"tasks/get","params":{"id":"' .. id .. '"}}'
+  end
+  return wrk.format("POST", nil, headers, body)
+end
+
+function response(status, hdrs, body)
+  if status ~= 200 or not string.find(body, expect, 1, true) or string.find(body, '"error":', 1, true) then
+    failures = failures + 1
+    if first_failure == "" then first_failure = status .. " " .. string.sub(body, 1, 300) end
+  end
+end
+
+local function q(s)
+  return '"' .. string.gsub(string.gsub(s, '\\', '\\\\'), '"', '\\"'):gsub("[%c]", " ") .. '"'
+end
+
+function done(summary, latency, requests)
+  local failed = 0
+  local sample = ""
+  for _, t in ipairs(threads) do
+    failed = failed + t:get("failures")
+    local f = t:get("first_failure")
+    if sample == "" and f ~= nil then sample = f end
+  end
+  local e = summary.errors
+  io.write(string.format(
+    'WRK_JSON {"requests":%d,"duration_us":%d,"bytes":%d,"failures":%d,'
+      .. '"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},'
+      .. '"latency_us":{"p50":%d,"p90":%d,"p99":%d,"max":%d,"mean":%.1f},"first_failure":%s}\n',
+    summary.requests, summary.duration, summary.bytes, failed,
+    e.connect, e.read, e.write, e.status, e.timeout,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max, latency.mean,
+    q(sample)))
+end
