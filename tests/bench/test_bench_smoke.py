@@ -6,12 +6,14 @@ ceiling and, when its extras import, the a2a-sdk reference server with InMemoryT
 and points the Tether on PostgreSQL slot at a closed port (the full run measures
 PostgreSQL; here the slot must report itself skipped, with the reason). It checks that
 the JSON report has every scenario, every measured number is positive and every target
-was judged. wrk is required: without it the harness cannot measure, and this test fails.
+was judged. wrk is required: without it the harness cannot measure, so this test fails
+under CI (``.ci/run`` installs wrk) and elsewhere skips, saying how to install it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -61,7 +63,10 @@ def _check_wrk_run(run: dict[str, Any], what: str) -> None:
 @pytest.mark.timeout(120)
 def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
     if shutil.which("wrk") is None:
-        pytest.fail("wrk is not installed, and the harness needs it: apt-get install -y wrk (the Debian package)")
+        message = "wrk is not installed, and the harness needs it: apt-get install -y wrk (the Debian package)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
     servers = ["tether-sqlite", "tether-postgres", "bare"]
     sdk = _imports("import a2a.server.apps, sse_starlette")
     if sdk:
