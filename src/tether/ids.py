@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 import uuid
+
+#: ids must be unique and ordered, not secret (nothing is authorised by knowing one), so a
+#: generator seeded once from the OS is enough, and far cheaper than a system call per id
+_random = random.Random(os.urandom(32))
 
 _lock = threading.Lock()
 _last_millis = 0
@@ -28,10 +33,10 @@ def uuid7() -> uuid.UUID:
                 millis += 1
                 _counter = 0
         else:
-            _counter = int.from_bytes(os.urandom(2), "big") & 0x3FF  # room to count up
+            _counter = _random.getrandbits(10)  # room to count up
         _last_millis = millis
         counter = _counter
-    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+        rand = _random.getrandbits(62)
     value = (millis & ((1 << 48) - 1)) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | rand
     return uuid.UUID(int=value)
 
