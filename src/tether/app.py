@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import signal
@@ -95,6 +96,26 @@ async def load_registry(settings: Settings, store: Store) -> WorkflowRegistry:
     return registry
 
 
+class HostKeyMismatch(RuntimeError):
+    """This host's key is not the one the store was first used with."""
+
+
+async def check_host_key(store: Store, key: bytes, path: Path) -> None:
+    """Refuse to start with a host key other than the one the store was first used with.
+
+    Secrets sealed and tokens signed by one host must open on every other, so all hosts
+    of one database share one key; a host with another key would fail quietly (pushes
+    dead-lettered, tokens refused). It fails loudly here instead.
+    """
+    fingerprint = hashlib.sha256(b"tether:host-key-check:v1\0" + key).hexdigest()[:32]
+    stored = await store.claim_setting("host_key_fingerprint", fingerprint)
+    if stored != fingerprint:
+        raise HostKeyMismatch(
+            f"the host key {path} is not the key this database was first used with: start every host "
+            "of one database with the same --secret-key-file (the key seals push secrets and signs tokens)"
+        )
+
+
 async def ensure_dev_key(store: Store) -> str | None:
     """At first start (no key at all), create a development key and return it, once."""
     if await store.list_keys():
@@ -119,6 +140,11 @@ def build_app(settings: Settings) -> FastAPI:
             engine.projectors.append(webhook_fanout)
             engine.projectors.append(push_projector(settings.push_body))
             key = host_secret(settings.host_key_path)
+            try:
+                await check_host_key(store, key, settings.host_key_path)
+            except HostKeyMismatch as mismatch:
+                print(f"tether: error: {mismatch}", file=sys.stderr, flush=True)
+                raise
             egress = build_egress(settings, store, key, owner=engine.owner)
             signer = TokenSigner(key, settings.interrupt_token_ttl)
             engine.projectors.append(callback_projector(signer, settings))

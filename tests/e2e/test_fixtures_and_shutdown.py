@@ -84,3 +84,19 @@ def test_host_key_is_private_and_can_live_elsewhere(start_host, tmp_path: Path) 
     other: HostProcess = start_host("--secret-key-file", str(shared), name="other")
     assert shared.stat().st_mode & 0o777 == 0o600
     assert not (other.data_dir / "host.key").exists()
+
+
+def test_a_different_host_key_is_refused_at_start(start_host, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    host: HostProcess = start_host()
+    host.kill()
+    host.args = ["--secret-key-file", str(tmp_path / "another.key")]
+    try:
+        host.start()
+    except AssertionError:
+        pass
+    else:
+        raise AssertionError("a host started with a key other than the store's first one")
+    assert "the same --secret-key-file" in host.log()
+    host.args = []
+    host.start()  # the original key still works
+    assert host.http(host.dev_key).get("/v1/runs").status_code == 200

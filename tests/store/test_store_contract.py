@@ -439,3 +439,9 @@ async def test_redeliver_sends_a_dead_delivery_again_from_the_first_attempt(stor
     assert await store.redeliver(row.delivery_id, TENANT, at(3)) is True
     [again] = await store.due_deliveries(at(3), 10)
     assert (again.delivery_id, again.status, again.attempts, again.next_attempt_at, again.updated_at) == (row.delivery_id, "pending", 0, at(3), at(3))
+
+
+async def test_a_setting_is_claimed_once(store: Store) -> None:
+    assert await store.claim_setting("host_key_fingerprint", "first") == "first"
+    assert await store.claim_setting("host_key_fingerprint", "second") == "first", "the first value stays"
+    assert await store.claim_setting("other", "x") == "x"

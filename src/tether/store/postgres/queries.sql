@@ -308,3 +308,10 @@ ORDER BY delivery_id DESC LIMIT $3;
 -- Send a dead delivery ($1) again from the first attempt, now ($3); only within tenant $2 when given.
 UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $3, updated_at = $3, claimed_by = NULL, claimed_until = NULL
 WHERE delivery_id = $1 AND status = 'dead' AND ($2::text IS NULL OR tenant = $2);
+
+-- name: claim_setting
+-- Record setting $1 = $2 unless one is there already; the stored value either way.
+WITH inserted AS (
+    INSERT INTO host_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING value
+)
+SELECT value FROM inserted UNION ALL SELECT value FROM host_settings WHERE name = $1 LIMIT 1;

@@ -249,6 +249,11 @@ class PostgresStore:
     async def list_workflows(self) -> list[WorkflowRow]:
         return [WorkflowRow(r[0], orjson.loads(r[1]), r[2], r[3]) for r in await self._fetch("list_workflows")]
 
+    async def claim_setting(self, name: str, value: str) -> str:
+        async with self._transaction("writing") as conn:
+            stored: str = await conn.fetchval(Q["claim_setting"], name, value)
+            return stored
+
     # A2A tasks ---------------------------------------------------------------------------
 
     async def get_task(self, task_id: str, tenant: str | None = None) -> TaskRecord | None:

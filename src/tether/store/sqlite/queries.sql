@@ -190,3 +190,11 @@ WHERE (r.status IN ('pending', 'running', 'cancelling')
        OR (r.status IN ('waiting-approval', 'waiting-input', 'waiting-external') AND r.due_at IS NOT NULL AND r.due_at <= ?))
   AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = r.run_id AND l.expires_at >= ?)
 ORDER BY r.run_id LIMIT ?;
+
+-- name: claim_setting
+-- Record a setting unless one is there already.
+INSERT INTO host_settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING;
+
+-- name: get_setting
+-- One setting.
+SELECT value FROM host_settings WHERE name = ?;

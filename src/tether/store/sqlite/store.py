@@ -532,6 +532,14 @@ class SqliteStore:
 
         return await self._read(read)
 
+    async def claim_setting(self, name: str, value: str) -> str:
+        def write(conn: sqlite3.Connection) -> str:
+            conn.execute(Q["claim_setting"], (name, value))
+            stored: str = conn.execute(Q["get_setting"], (name,)).fetchone()[0]
+            return stored
+
+        return await self._write(write)
+
     # A2A tasks ---------------------------------------------------------------------------
 
     async def get_task(self, task_id: str, tenant: str | None = None) -> TaskRecord | None:
