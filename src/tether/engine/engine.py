@@ -309,45 +309,49 @@ class Engine:
         Returns seconds to sleep before the next step, False when the run stops here
         (terminal or waiting), or None to step again at once.
         """
-        entry = self.registry.get(row.workflow_id)
-        wf = entry.workflow
+        wf = self.registry.get(row.workflow_id).workflow
         batch = Batch(row, fence)
         if row.status == "cancelling":
             batch.add("run.cancelled", {"reason": row.state.get("cancelReason", "cancelled"), "cancelledBy": row.state.get("cancelledBy", "system"), "durationMs": duration_ms(row.state)})
             await self._commit(batch)
             return False
+        sleep = self._advance(wf, batch)
+        if batch.docs:
+            await self._commit(batch)
+        return False if sleep is None else sleep
+
+    def _advance(self, wf: WorkflowDefinition, batch: Batch) -> float | None:
+        """Add the events of every step that needs no waiting; stop at the first that does.
+
+        Returns the seconds a started delay still has to sleep, or None when the run now
+        ends or waits (for a person, or for nothing more to do). Nothing is committed here.
+        """
+        run_id = batch.row.run_id
         while True:
             try:
                 decision = plan(wf, batch.state)
             except InvalidInput as exc:  # an edge condition that cannot be evaluated on this data
                 batch.add("run.failed", {"error": {"code": "node_execution_failed", "message": exc.message}, "durationMs": duration_ms(batch.state)})
-                await self._commit(batch)
-                return False
+                return None
             if isinstance(decision, Skip):
                 batch.add("node.skipped", {"nodeId": decision.node_id, "reason": decision.reason}, decision.node_id)
                 continue
             if isinstance(decision, Finish):
                 batch.add("run.completed", {"outputs": decision.outputs, "durationMs": duration_ms(batch.state)})
-                await self._commit(batch)
-                return False
+                return None
             if isinstance(decision, Fail):
                 batch.add("run.failed", {"error": decision.error, "failedNodeId": decision.node_id, "durationMs": duration_ms(batch.state)})
-                await self._commit(batch)
-                return False
+                return None
             if isinstance(decision, Wait):
-                if batch.docs:
-                    await self._commit(batch)
-                return False
+                return None
             assert isinstance(decision, Execute)
-            outcome = self._run_node(wf, decision.node_id, batch.state, row.run_id)
+            outcome = self._run_node(wf, decision.node_id, batch.state, run_id)
             node = wf.node(decision.node_id)
             if isinstance(outcome, Sleep):
                 entry_state = batch.state["nodeStates"].get(node.id)
                 if decision.resume and entry_state and "wakeAt" in entry_state:
                     remaining = (clock.parse(entry_state["wakeAt"]) - clock.now()).total_seconds()
                     if remaining > 0:
-                        if batch.docs:
-                            await self._commit(batch)
                         return remaining
                     batch.add("node.completed", {"nodeId": node.id, "outputs": {}, "durationMs": outcome.ms}, node.id)
                     continue
@@ -357,7 +361,6 @@ class Engine:
                     continue
                 wake_at = clock.iso(clock.now() + ms(outcome.ms))
                 batch.add("node.started", {"nodeId": node.id, "typeId": node.typeId, "attempt": 0, "wakeAt": wake_at}, node.id)
-                await self._commit(batch)
                 return outcome.ms / 1000
             if not decision.resume:
                 batch.add("node.started", {"nodeId": node.id, "typeId": node.typeId, "attempt": 0}, node.id)
@@ -369,8 +372,7 @@ class Engine:
                 continue
             assert isinstance(outcome, Suspend)
             self._suspend(batch, node.id, outcome)
-            await self._commit(batch)
-            return False
+            return None
 
     # several hosts -----------------------------------------------------------------------
 
