@@ -157,9 +157,10 @@ class A2AHandlers:
 
     async def message_send(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
         params = self._send_params(raw)
-        row, context_id = await self._deliver(principal, params)
         config = params.configuration
-        if config is None or config.blocking is not False:
+        blocking = config is None or config.blocking is not False
+        row, context_id = await self._deliver(principal, params, advance=blocking)
+        if blocking:
             row = await self.host.engine.wait_for(row.run_id, _settled, self.host.settings.a2a_request_timeout) or row
         history = await self.host.store.list_task_messages(row.run_id)
         return task(row, context_id, history, config.historyLength if config else None)
@@ -197,13 +198,14 @@ class A2AHandlers:
                 )
         return params
 
-    async def _deliver(self, principal: Principal, params: SendParams) -> tuple[RunRow, str]:
+    async def _deliver(self, principal: Principal, params: SendParams, *, advance: bool = False) -> tuple[RunRow, str]:
+        """Start a run or answer one; ``advance``: the caller waits for the outcome anyway."""
         push = await self._inline_push(params)
         if params.message.taskId is not None:
             return await self._reply(principal, params.message, push)
-        return await self._start(principal, params, push)
+        return await self._start(principal, params, push, advance)
 
-    async def _start(self, principal: Principal, params: SendParams, push: PushConfigInput | None) -> tuple[RunRow, str]:
+    async def _start(self, principal: Principal, params: SendParams, push: PushConfigInput | None, advance: bool) -> tuple[RunRow, str]:
         """Start the skill's run; a (principal, messageId) seen before returns its task."""
         message = params.message
         store = self.host.store
@@ -237,6 +239,7 @@ class A2AHandlers:
                 idempotency=claim,
                 respond=respond,
                 extras=first_message,
+                advance=advance,
             )
         except TetherError as exc:
             raise rpc_error_from(exc) from exc

@@ -136,9 +136,9 @@ class Engine:
     ) -> RunRow:
         commit = batch.commit(idempotency, new=new)
         before = None if new else batch.row
+        commit.extras.extend(extras or [])  # first: a push config written here must see this commit's push
         for projector in self.projectors:
             commit.extras.extend(projector(before, commit.run, batch.docs))
-        commit.extras.extend(extras or [])
         enqueued = await self.store.commit(commit)
         self.notifier.publish(commit.run.run_id)
         if self.cluster is not None:
@@ -187,12 +187,15 @@ class Engine:
         status_code: int = 201,
         extras: Callable[[RunRow], list[Extra]] | None = None,
         callback_url: str | None = None,
+        advance: bool = False,
     ) -> Created:
         """Validate, then write the run and its ``run.started`` in one fsync'd transaction.
 
         ``respond`` builds the answer to store with an idempotency claim, and ``extras``
         what else the creation writes (e.g. the first A2A message); both are given the
-        run row, whose id the engine mints.
+        run row, whose id the engine mints. With ``advance`` the run's first steps that
+        need no waiting (a whole echo, everything up to a gate) are committed in that
+        same transaction, for a caller that waits for the outcome anyway.
         """
         try:
             entry = self.registry.get(workflow_id)
@@ -221,6 +224,8 @@ class Engine:
         if callback_url is not None:
             payload["callbackUrl"] = callback_url
         batch.add("run.started", payload, at=now)
+        if advance:
+            self._advance(entry.workflow, batch)
         projected = batch.commit(new=True).run
         body = respond(projected) if respond else {"runId": run_id, "status": projected.status}
         record = None
@@ -233,7 +238,10 @@ class Engine:
             if existing is None:
                 raise NotFound("the run of that idempotency key no longer exists") from claimed
             return Created(existing, claimed.existing.body, claimed.existing)
-        self.kick(run_id)
+        if run.status in WAITING:
+            self._arm_timeout(run)
+        elif not run.is_terminal:
+            self.kick(run_id)
         return Created(run, body)
 
     # driving runs ----------------------------------------------------------------------
