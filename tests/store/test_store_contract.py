@@ -262,6 +262,19 @@ async def test_task_records_and_messages_are_written_with_the_run(store: Store) 
     assert [m.get("text") for m in await store.list_task_messages("task_1")] == ["first", "second", "third"]
 
 
+async def test_a_task_is_read_whole_and_only_by_its_tenant(store: Store) -> None:
+    record = TaskRecord("run_t1", TENANT, "key:alice", "ctx_1", {"state": "working"}, NOW)
+    run = await create_run(store, "run_t1", extras=[record, TaskMessage("run_t1", "m1", {"text": "hi"}, NOW)])
+    found = await store.read_task("run_t1", TENANT, history=True)
+    assert found is not None
+    assert found[0] == record and found[1].run_id == run.run_id and found[1].state == run.state
+    assert found[2] == [{"text": "hi"}]
+    without = await store.read_task("run_t1", TENANT)
+    assert without is not None and without[2] is None
+    assert await store.read_task("run_t1", "globex") is None, "another tenant's task reads as missing"
+    assert await store.read_task("run_nope", TENANT) is None
+
+
 async def test_a_message_recorded_twice_is_a_conflict_and_nothing_is_written(store: Store) -> None:
     run = await create_run(store, extras=[TaskMessage("task_1", "m1", {"text": "once"}, NOW)])
     with pytest.raises(Conflict) as twice:

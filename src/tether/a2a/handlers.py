@@ -303,9 +303,8 @@ class A2AHandlers:
 
     async def tasks_get(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
         params = parse_params(TaskQueryParams, raw)
-        live = await load_task(self.host.store, params.id, principal.tenant)
-        history = await self.host.store.list_task_messages(params.id)
-        return task(live.run, live.context_id, history, params.historyLength)
+        live = await load_task(self.host.store, params.id, principal.tenant, history=params.historyLength != 0)
+        return task(live.run, live.context_id, live.history or [], params.historyLength)
 
     async def tasks_cancel(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
         """Cancel the run: ``working`` while it is cancelling, ``canceled`` once it is."""

@@ -65,20 +65,20 @@ def project_task_record(before: RunRow | None, after: RunRow, events: list[dict[
 
 @dataclass(frozen=True, slots=True)
 class LiveTask:
-    """A task the caller may see: its durable record and its run as it is now."""
+    """A task the caller may see: its durable record, its run as it is now, its history if read."""
 
     record: TaskRecord
     run: RunRow
+    history: list[dict[str, Any]] | None = None
 
     @property
     def context_id(self) -> str:
         return self.record.context_id
 
 
-async def load_task(store: Store, task_id: str, tenant: str) -> LiveTask:
-    """The task ``task_id`` of ``tenant``; another tenant's reads exactly like a missing one."""
-    record = await store.get_task(task_id, tenant)
-    run = await store.get_run(task_id, tenant) if record is not None else None
-    if record is None or run is None:
+async def load_task(store: Store, task_id: str, tenant: str, *, history: bool = False) -> LiveTask:
+    """The task ``task_id`` of ``tenant`` (one store read); another tenant's reads like a missing one."""
+    found = await store.read_task(task_id, tenant, history=history)
+    if found is None:
         raise TaskNotFound(f"no task {task_id!r} is visible to this API key", data={"taskId": task_id})
-    return LiveTask(record, run)
+    return LiveTask(*found)

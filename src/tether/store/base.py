@@ -274,6 +274,12 @@ class Store(Protocol):
 
     async def list_task_messages(self, task_id: str) -> list[dict[str, Any]]: ...
 
+    async def read_task(
+        self, task_id: str, tenant: str, *, history: bool = False
+    ) -> tuple[TaskRecord, RunRow, list[dict[str, Any]] | None] | None:
+        """A task's record, its run and (with ``history``) its messages, read in one go."""
+        ...
+
     # push configs, webhooks and the outbox
 
     async def put_push_config(self, row: PushConfigRow) -> None: ...

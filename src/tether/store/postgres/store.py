@@ -266,6 +266,17 @@ class PostgresStore:
     async def list_task_messages(self, task_id: str) -> list[dict[str, Any]]:
         return [orjson.loads(r[0]) for r in await self._fetch("list_task_messages", task_id)]
 
+    async def read_task(
+        self, task_id: str, tenant: str, *, history: bool = False
+    ) -> tuple[TaskRecord, RunRow, list[dict[str, Any]] | None] | None:
+        async with self._connection("reading") as conn:
+            task = await conn.fetchrow(Q["get_task_for_tenant"], task_id, tenant)
+            run = await conn.fetchrow(Q["get_run_for_tenant"], task_id, tenant) if task is not None else None
+            if task is None or run is None:
+                return None
+            messages = [orjson.loads(r[0]) for r in await conn.fetch(Q["list_task_messages"], task_id)] if history else None
+            return _rows.task_row(task), _rows.run_row(run), messages
+
     # push configs and webhooks -----------------------------------------------------------
 
     async def put_push_config(self, row: PushConfigRow) -> None:

@@ -552,6 +552,19 @@ class SqliteStore:
 
         return await self._read(read)
 
+    async def read_task(
+        self, task_id: str, tenant: str, *, history: bool = False
+    ) -> tuple[TaskRecord, RunRow, list[dict[str, Any]] | None] | None:
+        def read(conn: sqlite3.Connection) -> tuple[TaskRecord, RunRow, list[dict[str, Any]] | None] | None:
+            task = conn.execute(Q["get_task_for_tenant"], (task_id, tenant)).fetchone()
+            run = conn.execute(Q["get_run_for_tenant"], (task_id, tenant)).fetchone() if task is not None else None
+            if task is None or run is None:
+                return None
+            messages = [orjson.loads(r[0]) for r in conn.execute(Q["list_task_messages"], (task_id,))] if history else None
+            return TaskRecord(task[0], task[1], task[2], task[3], orjson.loads(task[4]), task[5]), _run_row(run), messages
+
+        return await self._read(read)
+
     async def list_task_messages(self, task_id: str) -> list[dict[str, Any]]:
         def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             return [orjson.loads(r[0]) for r in conn.execute(Q["list_task_messages"], (task_id,))]
