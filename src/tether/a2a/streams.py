@@ -10,13 +10,13 @@ reconnect with ``Last-Event-ID`` resumes after whole run events: no gap, no dupl
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from tether.a2a.jsonrpc import InternalError, InvalidParams, RequestId, RpcError, error_body, result_body, rpc_error_from
+from tether.engine.follow import Follower
 from tether.a2a.projection import INTERRUPTED, TERMINAL, status_view, task, task_state, updates
 from tether.engine.state import apply, initial_snapshot
 from tether.errors import TetherError
@@ -83,34 +83,20 @@ async def _follow(
 
     ``state`` is the snapshot at ``after`` (it is advanced in place).
     """
-    keepalive = host.settings.keepalive_seconds
-    loop = asyncio.get_running_loop()
-    written = loop.time()
-    last = after
-    with host.notifier.subscribe(task_id) as wake:
-        while True:
-            wake.clear()
-            events = await host.store.read_events(task_id, last, _PAGE)
-            for event in events:
-                doc = event.doc
-                before = status_view(state)
-                apply(state, doc)
-                last = event.sequence
-                produced = updates(task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required)
-                for index, item in enumerate(produced):
-                    yield item, event.sequence if index == len(produced) - 1 else None
-                    written = loop.time()
-                if produced and produced[-1].get("final"):
-                    return
-            if len(events) == _PAGE:
-                continue
-            if not events:
-                row = await host.store.get_run(task_id)
-                if row is None or (row.is_terminal and last >= row.last_sequence):
-                    return
-            if not await host.notifier.wait(wake, keepalive - (loop.time() - written)):
-                yield None, None
-                written = loop.time()
+    follower = Follower(host.store, host.notifier, task_id, after, host.settings.keepalive_seconds)
+    async for event in follower.events():
+        if event is None:
+            yield None, None
+            continue
+        doc = event.doc
+        before = status_view(state)
+        apply(state, doc)
+        produced = updates(task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required)
+        for index, item in enumerate(produced):
+            yield item, event.sequence if index == len(produced) - 1 else None
+            follower.wrote()
+        if produced and produced[-1].get("final"):
+            return
 
 
 async def task_first(

@@ -27,6 +27,7 @@ from tether.egress.signing import sign_webhook
 from tether.engine import clock
 from tether.errors import TetherError
 from tether.secrets import SecretBox
+from tether.store._fanout import push_stream_task
 from tether.store.base import DeliveryRow, Store
 
 log = logging.getLogger("tether.outbox")
@@ -190,7 +191,7 @@ class OutboxWorker:
         """Headers of one attempt; secrets are opened here and nowhere else."""
         headers = {"Content-Type": "application/json", "webhook-id": row.delivery_id, "User-Agent": "tether-outbox/1"}
         if row.kind == "a2a-push":
-            task_id = row.stream_key.split(":")[1]
+            task_id = push_stream_task(row.stream_key)
             config = next((c for c in await self.store.list_push_configs(task_id) if c.config_id == row.target_id), None)
             if config is None:
                 return None

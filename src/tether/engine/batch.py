@@ -13,7 +13,7 @@ import orjson
 
 from tether import __version__
 from tether.engine import clock
-from tether.engine.state import evolve
+from tether.engine.state import apply, evolve
 from tether.ids import new_id
 from tether.store.base import Commit, EventRow, IdempotencyRecord, RunRow
 
@@ -43,11 +43,14 @@ class Batch:
         self.row = row
         self.fence = fence
         self.docs: list[dict[str, Any]] = []
-        self.state = row.state
+        self.state = row.state  # the row's own snapshot until the first event: then a copy
 
     def add(self, type_: str, payload: Any, node_id: str | None = None, at: str | None = None) -> None:
         doc = new_event(self.row.run_id, self.row.last_sequence + 1 + len(self.docs), type_, payload, node_id, at)
-        self.state = evolve(self.state, [doc])
+        if self.docs:
+            apply(self.state, doc)  # already this batch's copy
+        else:
+            self.state = evolve(self.state, [doc])  # copy once; the row read stays untouched
         self.docs.append(doc)
 
     def commit(self, idempotency: IdempotencyRecord | None = None, *, new: bool = False) -> Commit:

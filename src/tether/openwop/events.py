@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response, StreamingResponse
 
 from tether.engine.engine import Principal
+from tether.engine.follow import Follower
 from tether.errors import InvalidInput, UnsupportedStreamMode
 from tether.host import Host
 from tether.openwop.deps import host_of, require
@@ -30,7 +31,6 @@ UPDATES = frozenset({
     "interrupt.requested", "interrupt.resolved", "artifact.created", "run.annotated", "workspace.updated",
 })
 STREAM_MODES = ("updates", "messages", "debug")
-_PAGE = 500
 
 
 def parse_stream_modes(raw: str | None) -> frozenset[str]:
@@ -66,31 +66,17 @@ def parse_last_event_id(raw: str | None) -> int:
 
 async def event_frames(host: Host, run_id: str, after: int, modes: frozenset[str]) -> AsyncIterator[bytes]:
     """SSE frames of the events after ``after``, live, until the terminal event."""
-    keepalive = host.settings.keepalive_seconds
-    loop = asyncio.get_running_loop()
-    last = after
-    written = loop.time()
-    with host.notifier.subscribe(run_id) as wake:
-        while True:
-            wake.clear()
-            events = await host.store.read_events(run_id, last, _PAGE)
-            for event in events:
-                last = event.sequence
-                kind = orjson.loads(event.doc_json)["type"]
-                if admits(modes, kind):
-                    yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.sequence, kind.encode(), event.doc_json)
-                    written = loop.time()
-                if kind in TERMINAL_EVENTS:
-                    return
-            if len(events) == _PAGE:
-                continue
-            if not events:
-                row = await host.store.get_run(run_id)
-                if row is None or (row.status in TERMINAL_STATUSES and last >= row.last_sequence):
-                    return
-            if not await host.notifier.wait(wake, keepalive - (loop.time() - written)):
-                yield b":keepalive\n\n"
-                written = loop.time()
+    follower = Follower(host.store, host.notifier, run_id, after, host.settings.keepalive_seconds)
+    async for event in follower.events():
+        if event is None:
+            yield b":keepalive\n\n"
+            continue
+        kind = orjson.loads(event.doc_json)["type"]
+        if admits(modes, kind):
+            yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.sequence, kind.encode(), event.doc_json)
+            follower.wrote()
+        if kind in TERMINAL_EVENTS:
+            return
 
 
 @router.get("/v1/runs/{run_id}/events", response_class=StreamingResponse)

@@ -11,6 +11,7 @@ import orjson
 from tether.errors import Conflict, StoreUnavailable
 from tether.ids import new_id
 from tether.store.base import Extra, Fanout, IdempotencyClaimed, IdempotencyRecord, PushConfigRow, TaskMessage, TaskRecord
+from tether.store._fanout import targets as fanout_targets
 from tether.store.postgres import _rows
 from tether.store.postgres._driver import Q, asyncpg
 
@@ -52,29 +53,16 @@ async def write_extra(conn: asyncpg.Connection, extra: Extra, now: str) -> int:
 
 async def fan_out(conn: asyncpg.Connection, fanout: Fanout, now: str) -> int:
     """Insert one outbox row per subscriber that matches (inside the caller's transaction)."""
-    targets: list[tuple[str, str, str]] = []  # (target id, stream key, url)
-    if fanout.kind == "a2a-push":
-        for row in await conn.fetch(Q["list_push_configs"], fanout.task_id):
-            targets.append((row[1], f"push:{fanout.task_id}:{row[1]}", row[3]))
-    elif fanout.kind == "webhook":
-        for row in await conn.fetch(Q["tenant_webhooks"], fanout.tenant):
-            hook = _rows.webhook_row(row)
-            if fanout.event_type not in hook.events:
-                continue
-            if hook.tags and not set(hook.tags) & set(fanout.tags):
-                continue
-            targets.append((hook.webhook_id, f"webhook:{hook.webhook_id}:{fanout.run_id}", hook.url))
-    elif fanout.kind == "callback" and fanout.url:
-        targets.append((fanout.run_id, f"callback:{fanout.run_id}", fanout.url))
-    else:
-        raise ValueError(f"unknown fan-out kind {fanout.kind!r}")
-    if targets:
+    configs = [(r[1], r[3]) for r in await conn.fetch(Q["list_push_configs"], fanout.task_id)] if fanout.kind == "a2a-push" else []
+    hooks = [_rows.webhook_row(r) for r in await conn.fetch(Q["tenant_webhooks"], fanout.tenant)] if fanout.kind == "webhook" else []
+    found = fanout_targets(fanout, configs, hooks)
+    if found:
         await conn.execute(
             Q["insert_deliveries"],
-            [new_id("dlv_") for _ in targets],
-            [t[0] for t in targets],
-            [t[1] for t in targets],
-            [t[2] for t in targets],
+            [new_id("dlv_") for _ in found],
+            [t.target_id for t in found],
+            [t.stream_key for t in found],
+            [t.url for t in found],
             fanout.tenant, fanout.kind, fanout.run_id, fanout.sequence, fanout.body, fanout.final, now,
         )
-    return len(targets)
+    return len(found)

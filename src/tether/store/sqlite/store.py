@@ -25,6 +25,8 @@ import orjson
 
 from tether.engine.clock import iso, now
 from tether.errors import Conflict, SequenceConflict, StoreUnavailable
+from tether.store._fanout import push_stream_task
+from tether.store._fanout import targets as fanout_targets
 from tether.store._queries import load_queries
 from tether.store.base import (
     Commit,
@@ -150,23 +152,10 @@ def _delivery_row(row: tuple[Any, ...]) -> DeliveryRow:
 
 def _fan_out(conn: sqlite3.Connection, fanout: Fanout, now: str) -> int:
     """Insert one outbox row per subscriber that matches (inside the caller's transaction)."""
-    targets: list[tuple[str, str, str]] = []  # (target id, stream key, url)
-    if fanout.kind == "a2a-push":
-        for row in conn.execute(Q["list_push_configs"], (fanout.task_id,)):
-            targets.append((row[1], f"push:{fanout.task_id}:{row[1]}", row[3]))
-    elif fanout.kind == "webhook":
-        for row in conn.execute(Q["tenant_webhooks"], (fanout.tenant,)):
-            hook = _webhook_row(row)
-            if fanout.event_type not in hook.events:
-                continue
-            if hook.tags and not set(hook.tags) & set(fanout.tags):
-                continue
-            targets.append((hook.webhook_id, f"webhook:{hook.webhook_id}:{fanout.run_id}", hook.url))
-    elif fanout.kind == "callback" and fanout.url:
-        targets.append((fanout.run_id, f"callback:{fanout.run_id}", fanout.url))
-    else:
-        raise ValueError(f"unknown fan-out kind {fanout.kind!r}")
-    for target_id, stream_key, url in targets:
+    configs = [(r[1], r[3]) for r in conn.execute(Q["list_push_configs"], (fanout.task_id,))] if fanout.kind == "a2a-push" else []
+    hooks = [_webhook_row(r) for r in conn.execute(Q["tenant_webhooks"], (fanout.tenant,))] if fanout.kind == "webhook" else []
+    found = fanout_targets(fanout, configs, hooks)
+    for target_id, stream_key, url in found:
         conn.execute(
             Q["insert_delivery"],
             {
@@ -184,7 +173,7 @@ def _fan_out(conn: sqlite3.Connection, fanout: Fanout, now: str) -> int:
                 "created_at": now,
             },
         )
-    return len(targets)
+    return len(found)
 
 
 def _idem_row(row: tuple[Any, ...]) -> IdempotencyRecord:
@@ -636,8 +625,7 @@ class SqliteStore:
             if status in ("delivered", "dead"):
                 row = conn.execute(Q["get_delivery"], (delivery_id,)).fetchone()
                 if row is not None and row[2] == "a2a-push" and row[9]:
-                    task_id = row[4].split(":")[1]
-                    conn.execute(Q["discard_push_secrets"], (task_id, row[3]))
+                    conn.execute(Q["discard_push_secrets"], (push_stream_task(row[4]), row[3]))
 
         await self._write(write)
 
