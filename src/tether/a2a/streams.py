@@ -13,11 +13,27 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
-from tether.a2a.jsonrpc import InternalError, InvalidParams, RequestId, RpcError, error_body, result_body, rpc_error_from
+from tether.a2a.jsonrpc import (
+    InternalError,
+    InvalidParams,
+    RequestId,
+    RpcError,
+    error_body,
+    result_body,
+    rpc_error_from,
+)
+from tether.a2a.projection import (
+    INTERRUPTED,
+    TERMINAL,
+    status_view,
+    task,
+    task_state,
+    updates,
+)
 from tether.engine.follow import Follower
-from tether.a2a.projection import INTERRUPTED, TERMINAL, status_view, task, task_state, updates
 from tether.engine.state import apply, initial_snapshot
 from tether.errors import TetherError
 from tether.host import Host
@@ -84,19 +100,20 @@ async def _follow(
     ``state`` is the snapshot at ``after`` (it is advanced in place).
     """
     follower = Follower(host.store, host.notifier, task_id, after, host.settings.keepalive_seconds)
-    async for event in follower.events():
-        if event is None:
-            yield None, None
-            continue
-        doc = event.doc
-        before = status_view(state)
-        apply(state, doc)
-        produced = updates(task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required)
-        for index, item in enumerate(produced):
-            yield item, event.sequence if index == len(produced) - 1 else None
-            follower.wrote()
-        if produced and produced[-1].get("final"):
-            return
+    async with aclosing(follower.events()) as events:  # leaving early unsubscribes at once
+        async for event in events:
+            if event is None:
+                yield None, None
+                continue
+            doc = event.doc
+            before = status_view(state)
+            apply(state, doc)
+            produced = updates(task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required)
+            for index, item in enumerate(produced):
+                yield item, event.sequence if index == len(produced) - 1 else None
+                follower.wrote()
+            if produced and produced[-1].get("final"):
+                return
 
 
 async def task_first(

@@ -9,7 +9,7 @@ written for ``keepalive`` seconds), which the caller reports back through ``wrot
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from tether.engine.notifier import Notifier
 from tether.store.base import EventRow, Store
@@ -30,7 +30,7 @@ class Follower:
         """The caller sent bytes: the keep-alive clock starts again."""
         self._written = asyncio.get_running_loop().time()
 
-    async def events(self) -> AsyncIterator[EventRow | None]:
+    async def events(self) -> AsyncGenerator[EventRow | None, None]:
         """Each event after ``after`` in order, live; None when a keep-alive is due."""
         loop = asyncio.get_running_loop()
         self._written = loop.time()

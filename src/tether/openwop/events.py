@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request
@@ -67,16 +68,17 @@ def parse_last_event_id(raw: str | None) -> int:
 async def event_frames(host: Host, run_id: str, after: int, modes: frozenset[str]) -> AsyncIterator[bytes]:
     """SSE frames of the events after ``after``, live, until the terminal event."""
     follower = Follower(host.store, host.notifier, run_id, after, host.settings.keepalive_seconds)
-    async for event in follower.events():
-        if event is None:
-            yield b":keepalive\n\n"
-            continue
-        kind = orjson.loads(event.doc_json)["type"]
-        if admits(modes, kind):
-            yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.sequence, kind.encode(), event.doc_json)
-            follower.wrote()
-        if kind in TERMINAL_EVENTS:
-            return
+    async with aclosing(follower.events()) as events:  # leaving early unsubscribes at once
+        async for event in events:
+            if event is None:
+                yield b":keepalive\n\n"
+                continue
+            kind = orjson.loads(event.doc_json)["type"]
+            if admits(modes, kind):
+                yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.sequence, kind.encode(), event.doc_json)
+                follower.wrote()
+            if kind in TERMINAL_EVENTS:
+                return
 
 
 @router.get("/v1/runs/{run_id}/events", response_class=StreamingResponse)
