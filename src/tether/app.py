@@ -27,6 +27,7 @@ from fastapi import FastAPI
 from tether import __version__
 from tether.a2a import routes as a2a_routes
 from tether.a2a import seams as a2a_seams
+from tether.a2a.endpoint import RpcEndpoint
 from tether.a2a.push import push_projector
 from tether.a2a.tasks import project_task_record
 from tether.auth.keys import KeyVerifier, create_key
@@ -192,6 +193,7 @@ def build_app(settings: Settings) -> FastAPI:
     app.add_middleware(TraceparentEcho)
     app.add_middleware(DateHeader)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(RpcEndpoint, limit=settings.max_body_bytes)  # outermost: A2A calls skip the REST stack
     return app
 
 

@@ -10,7 +10,6 @@ the Task projected from the run. Domain errors become JSON-RPC errors here, thro
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +48,7 @@ from tether.engine import clock
 from tether.engine.engine import IdempotencyClaim, Principal
 from tether.errors import Conflict, TetherError
 from tether.host import Host
+from tether.ids import new_id
 from tether.store.base import Extra, RunRow, TaskMessage
 
 __all__ = ["METHODS", "STREAMING_METHODS", "A2AHandlers", "Stream", "required_scope"]
@@ -159,16 +159,18 @@ class A2AHandlers:
         params = self._send_params(raw)
         config = params.configuration
         blocking = config is None or config.blocking is not False
-        row, context_id = await self._deliver(principal, params, advance=blocking)
-        if blocking:
+        row, context_id, history = await self._deliver(principal, params, advance=blocking)
+        if blocking and not _settled(row):
             row = await self.host.engine.wait_for(row.run_id, _settled, self.host.settings.a2a_request_timeout) or row
-        history = await self.host.store.list_task_messages(row.run_id)
+        if history is None:
+            history = await self.host.store.list_task_messages(row.run_id)
         return task(row, context_id, history, config.historyLength if config else None)
 
     async def message_stream(self, principal: Principal, raw: dict[str, Any]) -> Stream:
         params = self._send_params(raw)
-        row, context_id = await self._deliver(principal, params)
-        history = await self.host.store.list_task_messages(row.run_id)
+        row, context_id, history = await self._deliver(principal, params)
+        if history is None:
+            history = await self.host.store.list_task_messages(row.run_id)
         length = params.configuration.historyLength if params.configuration else None
         return Stream(task_first(self.host, row, context_id, history, length, final_on_input_required=True))
 
@@ -198,32 +200,38 @@ class A2AHandlers:
                 )
         return params
 
-    async def _deliver(self, principal: Principal, params: SendParams, *, advance: bool = False) -> tuple[RunRow, str]:
-        """Start a run or answer one; ``advance``: the caller waits for the outcome anyway."""
+    async def _deliver(
+        self, principal: Principal, params: SendParams, *, advance: bool = False
+    ) -> tuple[RunRow, str, list[dict[str, Any]] | None]:
+        """Start a run or answer one: the run, its context, and its history when known without a read.
+
+        ``advance``: the caller waits for the outcome anyway.
+        """
         push = await self._inline_push(params)
         if params.message.taskId is not None:
-            return await self._reply(principal, params.message, push)
+            row, context_id = await self._reply(principal, params.message, push)
+            return row, context_id, None
         return await self._start(principal, params, push, advance)
 
-    async def _start(self, principal: Principal, params: SendParams, push: PushConfigInput | None, advance: bool) -> tuple[RunRow, str]:
+    async def _start(
+        self, principal: Principal, params: SendParams, push: PushConfigInput | None, advance: bool
+    ) -> tuple[RunRow, str, list[dict[str, Any]] | None]:
         """Start the skill's run; a (principal, messageId) seen before returns its task."""
         message = params.message
         store = self.host.store
         workflow_id = resolve_skill(self.host.registry, self.host.settings.default_skill, message.metadata, params.metadata)
         inputs = message_inputs(message)
         claim = IdempotencyClaim(f"a2a:message/send:{principal.name}", message.messageId, _digest(message))
-        seen = await store.get_idempotency(principal.tenant, claim.scope, claim.key)
-        if seen is not None and seen.run_id is not None:
-            live = await load_task(store, seen.run_id, principal.tenant)
-            return live.run, live.context_id
-        context_id = message.contextId or f"ctx_{uuid.uuid4()}"
+        context_id = message.contextId or new_id("ctx_")
+        first: list[dict[str, Any]] = []
 
         def respond(row: RunRow) -> dict[str, Any]:
             return {"taskId": row.run_id, "contextId": context_id}
 
         def first_message(row: RunRow) -> list[Extra]:
             """The history entry and any push config, written with the run (they need its id)."""
-            extras: list[Extra] = [TaskMessage(row.run_id, message.messageId, _history_entry(message, row.run_id, context_id), clock.now_iso())]
+            first.append(_history_entry(message, row.run_id, context_id))
+            extras: list[Extra] = [TaskMessage(row.run_id, message.messageId, first[0], clock.now_iso())]
             if push is not None:
                 extras.append(seal_config(self.host, row.run_id, principal.tenant, push))
             return extras
@@ -243,10 +251,10 @@ class A2AHandlers:
             )
         except TetherError as exc:
             raise rpc_error_from(exc) from exc
-        if created.replayed is not None:
+        if created.replayed is not None:  # a repeated messageId: the task it started, as it is now
             live = await load_task(store, created.run.run_id, principal.tenant)
-            return live.run, live.context_id
-        return created.run, context_id
+            return live.run, live.context_id, None
+        return created.run, context_id, first
 
     async def _reply(self, principal: Principal, message: Message, push: PushConfigInput | None = None) -> tuple[RunRow, str]:
         """Resolve the task's pending interrupt with the message; a retried reply is a no-op."""

@@ -9,12 +9,12 @@ test seam: it is always served, beside ``/v1/a2a/tasks/{taskId}``.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
+from tether.ids import new_id
 from tether.a2a.jsonrpc import InvalidParams
 from tether.a2a.push import PushConfigInput, check_push_url, push_record, seal_config
 from tether.egress.guard import EgressGuard, EgressPolicy, EgressRefused
@@ -55,7 +55,7 @@ async def start_task(request: Request, principal: Principal = Depends(require("r
     if scenario not in SCENARIO_WORKFLOWS:
         raise InvalidInput(f"unknown scenario {scenario!r}; this host plays {', '.join(SCENARIO_WORKFLOWS)}", details={"field": "scenario"})
     workflow_id, inputs = SCENARIO_WORKFLOWS[scenario]
-    context_id = f"ctx_{uuid.uuid4()}"
+    context_id = new_id("ctx_")
     created = await host.engine.create_run(
         principal,
         workflow_id,

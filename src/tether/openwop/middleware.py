@@ -1,4 +1,4 @@
-"""ASGI middleware: body size limit and W3C ``traceparent`` echo."""
+"""ASGI middleware: body size limit, ``Date`` and the W3C ``traceparent`` echo."""
 
 from __future__ import annotations
 
@@ -81,6 +81,26 @@ class BodyLimit:
                 await self._refuse(scope, send)
 
 
+def well_formed_traceparent(value: bytes) -> bytes | None:
+    """The ``traceparent`` header value to echo, or None when it is not well formed."""
+    value = value.strip()
+    return value if _TRACEPARENT.match(value) else None
+
+
+_date_second = 0
+_date_value = b""
+
+
+def http_date() -> bytes:
+    """The ``Date`` header value for now (formatted at most once a second)."""
+    global _date_second, _date_value
+    second = int(time.time())
+    if second != _date_second:
+        _date_second = second
+        _date_value = formatdate(second, usegmt=True).encode()
+    return _date_value
+
+
 class TraceparentEcho:
     """Return a well-formed incoming ``traceparent`` on the response, for correlation."""
 
@@ -91,14 +111,15 @@ class TraceparentEcho:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        trace = next((v for k, v in scope["headers"] if k == b"traceparent"), None)
-        if trace is None or not _TRACEPARENT.match(trace.strip()):
+        raw = next((v for k, v in scope["headers"] if k == b"traceparent"), None)
+        trace = None if raw is None else well_formed_traceparent(raw)
+        if trace is None:
             await self.app(scope, receive, send)
             return
 
         async def echo(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), (b"traceparent", trace.strip())]}
+                message = {**message, "headers": [*message.get("headers", []), (b"traceparent", trace)]}
             await send(message)
 
         await self.app(scope, receive, echo)
@@ -109,15 +130,6 @@ class DateHeader:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self._second = 0
-        self._value = b""
-
-    def _now(self) -> bytes:
-        second = int(time.time())
-        if second != self._second:
-            self._second = second
-            self._value = formatdate(second, usegmt=True).encode()
-        return self._value
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,7 +138,7 @@ class DateHeader:
 
         async def stamp(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), (b"date", self._now())]}
+                message = {**message, "headers": [*message.get("headers", []), (b"date", http_date())]}
             await send(message)
 
         await self.app(scope, receive, stamp)

@@ -1,0 +1,151 @@
+"""``POST /v1/a2a``, the JSON-RPC endpoint, served straight from ASGI.
+
+Every A2A call arrives here, so it skips the REST stack (routing, dependencies, three
+response wrappers) and does their work itself, once: the body limit, the ``Date``
+header and the ``traceparent`` echo. Authentication happens at the HTTP layer, as A2A
+wants: no valid key is a 401 with ``WWW-Authenticate`` and a key without the method's
+scope a 403, both in the REST envelope. Everything after that is JSON-RPC: errors are
+HTTP 200 with an ``error`` member, and the streaming methods answer with server-sent
+events.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.responses import Response, StreamingResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tether.a2a.capabilities import RPC_PATH, A2ACapabilities, a2a_capabilities
+from tether.a2a.handlers import METHODS, STREAMING_METHODS, A2AHandlers, Stream, required_scope
+from tether.a2a.jsonrpc import InternalError, Rejected, RequestId, RpcError, error_body, parse_request, result_body, rpc_error_from
+from tether.a2a.streams import SSE_HEADERS, error_stream, sse
+from tether.errors import Forbidden, TetherError
+from tether.host import Host
+from tether.ids import new_id
+from tether.openwop.errors import envelope
+from tether.openwop.middleware import http_date, too_large_body, well_formed_traceparent
+
+__all__ = ["RpcEndpoint"]
+
+log = logging.getLogger("tether.a2a")
+
+_JSON = (b"content-type", b"application/json")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _body(receive: Receive, limit: int) -> bytes:
+    """The whole request body; _TooLarge once it passes ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class RpcEndpoint:
+    """ASGI middleware: answers ``POST /v1/a2a`` itself and passes everything else on."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self._capabilities: A2ACapabilities | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != RPC_PATH or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        authorization = last_event_id = trace = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+            elif name == b"last-event-id":
+                last_event_id = value.decode("latin-1")
+            elif name == b"traceparent":
+                trace = well_formed_traceparent(value)
+            elif name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await self._send(send, trace, 413, too_large_body(RPC_PATH, self.limit), close=True)
+                return
+        try:
+            body = await _body(receive, self.limit)
+        except _TooLarge:
+            await self._send(send, trace, 413, too_large_body(RPC_PATH, self.limit), close=True)
+            return
+        answer = await self._answer(scope["app"].state.host, authorization, last_event_id, body)
+        if isinstance(answer, bytes):
+            await self._send(send, trace, 200, answer)
+            return
+
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message["headers"], *self._headers(trace)]
+            await send(message)
+
+        await answer(scope, receive, stamped)
+
+    @staticmethod
+    def _headers(trace: bytes | None) -> list[tuple[bytes, bytes]]:
+        headers = [(b"date", http_date())]
+        if trace is not None:
+            headers.append((b"traceparent", trace))
+        return headers
+
+    async def _send(self, send: Send, trace: bytes | None, status: int, body: bytes, *, close: bool = False) -> None:
+        headers = [_JSON, (b"content-length", str(len(body)).encode()), *self._headers(trace)]
+        if close:
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _answer(self, host: Host, authorization: str | None, last_event_id: str | None, body: bytes) -> bytes | Response:
+        """One JSON-RPC 2.0 request (batches are refused with a single -32600)."""
+        try:
+            principal = await host.verifier.verify(authorization)
+            call = parse_request(body, METHODS)
+            scope = required_scope(call)
+            if scope is not None and not principal.can(scope):
+                raise Forbidden(
+                    f"this API key lacks the scope {scope!r} that {call.method} needs", details={"scopeRequired": scope, "method": call.method}
+                )
+        except Rejected as rejected:
+            return error_body(rejected.request_id, rejected.error)
+        except TetherError as exc:  # 401 / 403: refused at the HTTP layer, in the REST envelope
+            return envelope(exc.status, exc.code, exc.message, exc.details)
+        except Exception:
+            correlation = new_id("err_")
+            log.exception("A2A authentication failed [%s]", correlation)
+            return envelope(500, "internal_error", "the host failed to check this request's key", {"correlationId": correlation})
+        if self._capabilities is None:
+            self._capabilities = a2a_capabilities(host.settings)
+        try:
+            outcome = await A2AHandlers(host, self._capabilities).handle(principal, call, last_event_id=last_event_id)
+        except RpcError as error:
+            return _refusal(call.id, call.method, error)
+        except TetherError as exc:
+            return _refusal(call.id, call.method, rpc_error_from(exc))
+        except Exception:
+            correlation = new_id("err_")
+            log.exception("A2A %s failed [%s]", call.method, correlation)
+            return _refusal(call.id, call.method, InternalError(f"the host failed to handle {call.method} (correlation id {correlation})"))
+        if isinstance(outcome, Stream):
+            return StreamingResponse(sse(call.id, outcome.frames), media_type="text/event-stream", headers=SSE_HEADERS)
+        return result_body(call.id, outcome)
+
+
+def _refusal(request_id: RequestId, method: str, error: RpcError) -> bytes | Response:
+    """An error answer; a stream method gets it as its one SSE event (what v0.3 clients read)."""
+    if method in STREAMING_METHODS:
+        return StreamingResponse(error_stream(request_id, error), media_type="text/event-stream", headers=SSE_HEADERS)
+    return error_body(request_id, error)
