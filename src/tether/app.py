@@ -33,6 +33,7 @@ from tether.a2a.tasks import project_task_record
 from tether.auth.keys import KeyVerifier, create_key
 from tether.engine.cluster import LeaseSettings
 from tether.engine.engine import Engine
+from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_workflows
 from tether.engine.workflow import load_workflow_file
@@ -47,6 +48,7 @@ from tether.openwop.tokens import TokenSigner
 from tether.settings import Settings
 from tether.store import open_store
 from tether.store.base import Store, WorkflowRow
+from tether.store.sqlite import SqliteStore, StoreInUse
 
 log = logging.getLogger("tether")
 
@@ -124,12 +126,18 @@ async def ensure_dev_key(store: Store) -> str | None:
     return await create_key(store, "dev")
 
 
-def build_app(settings: Settings) -> FastAPI:
-    """The ASGI app; its lifespan opens the store and engine and closes them in reverse."""
+def build_app(settings: Settings) -> RpcEndpoint:
+    """The ASGI app: the A2A endpoint in front of the REST app, whose lifespan opens the store and engine."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = open_store(data_dir=str(settings.data_dir), database_url=settings.database_url)
+        if isinstance(store, SqliteStore):
+            try:
+                store.serve()
+            except StoreInUse as taken:
+                print(f"tether: error: {taken}", file=sys.stderr, flush=True)
+                raise
         await store.open()
         try:
             registry = await load_registry(settings, store)
@@ -159,6 +167,7 @@ def build_app(settings: Settings) -> FastAPI:
                 verifier=KeyVerifier(store, settings.key_cache_seconds),
                 signer=signer,
                 egress=egress,
+                logs=RunLogs(store, notifier),
             )
             app.state.host = host
             dev_key = await ensure_dev_key(store)
@@ -193,8 +202,7 @@ def build_app(settings: Settings) -> FastAPI:
     app.add_middleware(TraceparentEcho)
     app.add_middleware(DateHeader)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
-    app.add_middleware(RpcEndpoint, limit=settings.max_body_bytes)  # outermost: A2A calls skip the REST stack
-    return app
+    return RpcEndpoint(app, limit=settings.max_body_bytes)  # in front of it all: A2A calls skip the REST stack
 
 
 def serve(settings: Settings) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from tether.auth.keys import KeyVerifier
 from tether.egress.service import Egress
 from tether.engine.engine import Engine
+from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
 from tether.openwop.tokens import TokenSigner
@@ -24,3 +25,4 @@ class Host:
     verifier: KeyVerifier
     signer: TokenSigner
     egress: Egress
+    logs: RunLogs

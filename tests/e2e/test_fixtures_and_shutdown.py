@@ -100,3 +100,26 @@ def test_a_different_host_key_is_refused_at_start(start_host, tmp_path: Path) ->
     host.args = []
     host.start()  # the original key still works
     assert host.http(host.dev_key).get("/v1/runs").status_code == 200
+
+
+def test_a_second_host_on_one_sqlite_file_is_refused(tmp_path: Path) -> None:
+    """The host answers task reads from memory because every commit passes through it."""
+    first = HostProcess(tmp_path / "data").start()
+    second = HostProcess(tmp_path / "data")
+    try:
+        try:
+            second.start()
+        except AssertionError:
+            pass
+        else:
+            raise AssertionError("two hosts served one SQLite file")
+        assert "another Tether host is serving" in second.log()
+        assert first.http(first.dev_key).get("/v1/runs").status_code == 200
+        first.kill()  # a crashed host leaves no lock behind
+        second.start()
+        assert second.http(first.dev_key).get("/v1/runs").status_code == 200
+    finally:
+        first.kill()
+        second.kill()
+        first.close_clients()
+        second.close_clients()

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import logging
 
+from starlette.applications import Starlette
 from starlette.responses import Response, StreamingResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from tether.a2a.capabilities import RPC_PATH, A2ACapabilities, a2a_capabilities
 from tether.a2a.handlers import METHODS, STREAMING_METHODS, A2AHandlers, Stream, required_scope
 from tether.a2a.jsonrpc import InternalError, Rejected, RequestId, RpcError, error_body, parse_request, result_body, rpc_error_from
 from tether.a2a.streams import SSE_HEADERS, error_stream, sse
+from tether.a2a.tasks import EncodedTasks
 from tether.errors import Forbidden, TetherError
 from tether.host import Host
 from tether.ids import new_id
@@ -56,12 +58,16 @@ async def _body(receive: Receive, limit: int) -> bytes:
 
 
 class RpcEndpoint:
-    """ASGI middleware: answers ``POST /v1/a2a`` itself and passes everything else on."""
+    """ASGI middleware: answers ``POST /v1/a2a`` itself and passes everything else to ``app``.
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    ``app`` is the REST app; its lifespan puts the running host on ``app.state.host``.
+    """
+
+    def __init__(self, app: Starlette, limit: int) -> None:
         self.app = app
         self.limit = limit
         self._capabilities: A2ACapabilities | None = None
+        self._encoded = EncodedTasks()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != RPC_PATH or scope["method"] != "POST":
@@ -83,7 +89,7 @@ class RpcEndpoint:
         except _TooLarge:
             await self._send(send, trace, 413, too_large_body(RPC_PATH, self.limit), close=True)
             return
-        answer = await self._answer(scope["app"].state.host, authorization, last_event_id, body)
+        answer = await self._answer(self.app.state.host, authorization, last_event_id, body)
         if isinstance(answer, bytes):
             await self._send(send, trace, 200, answer)
             return
@@ -130,7 +136,7 @@ class RpcEndpoint:
         if self._capabilities is None:
             self._capabilities = a2a_capabilities(host.settings)
         try:
-            outcome = await A2AHandlers(host, self._capabilities).handle(principal, call, last_event_id=last_event_id)
+            outcome = await A2AHandlers(host, self._capabilities, self._encoded).handle(principal, call, last_event_id=last_event_id)
         except RpcError as error:
             return _refusal(call.id, call.method, error)
         except TetherError as exc:

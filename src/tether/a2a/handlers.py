@@ -43,7 +43,7 @@ from tether.a2a.push import PushConfigInput, check_push_url, config_view, seal_c
 from tether.a2a.projection import INTERRUPTED, TERMINAL, task, task_state
 from tether.a2a.skills import OUTPUT_MODES, resolve_skill
 from tether.a2a.streams import Frame, parse_after, replay, task_first
-from tether.a2a.tasks import A2A_TRANSPORT, LiveTask, a2a_metadata, load_task
+from tether.a2a.tasks import A2A_TRANSPORT, EncodedTasks, LiveTask, a2a_metadata, load_task
 from tether.engine import clock
 from tether.engine.engine import IdempotencyClaim, Principal
 from tether.errors import Conflict, TetherError
@@ -122,13 +122,14 @@ def _history_entry(message: Message, task_id: str, context_id: str) -> dict[str,
 class A2AHandlers:
     """The methods of ``/v1/a2a`` for one host; built per request, holds no state."""
 
-    def __init__(self, host: Host, capabilities: A2ACapabilities) -> None:
+    def __init__(self, host: Host, capabilities: A2ACapabilities, encoded: EncodedTasks) -> None:
         self.host = host
         self.capabilities = capabilities
+        self.encoded = encoded
 
     async def handle(
         self, principal: Principal, request: RpcRequest, *, last_event_id: str | None = None
-    ) -> dict[str, Any] | list[dict[str, Any]] | None | Stream:
+    ) -> dict[str, Any] | list[dict[str, Any]] | orjson.Fragment | None | Stream:
         """Run one call; raises an RpcError for anything the caller must change."""
         method = request.method
         if method in STREAMING_METHODS and not self.capabilities.streaming:
@@ -309,10 +310,10 @@ class A2AHandlers:
 
     # tasks/* -------------------------------------------------------------------------------
 
-    async def tasks_get(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
+    async def tasks_get(self, principal: Principal, raw: dict[str, Any]) -> orjson.Fragment:
         params = parse_params(TaskQueryParams, raw)
         live = await load_task(self.host.store, params.id, principal.tenant, history=params.historyLength != 0)
-        return task(live.run, live.context_id, live.history or [], params.historyLength)
+        return self.encoded.encode(live, params.historyLength)
 
     async def tasks_cancel(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
         """Cancel the run: ``working`` while it is cancelling, ``canceled`` once it is."""

@@ -115,27 +115,31 @@ def push_projector(body_mode: str) -> Projector:
         if before is not None and _moment(before) == (state, interrupt_id):
             return []
         context_id = context_of(after)
-        if body_mode == "task":
-            body: dict[str, Any] = task(after, context_id, [])
-            if "artifacts" in body:  # references only: a push carries no run content
-                body["artifacts"] = [{k: a[k] for k in ("artifactId", "name", "description") if k in a} | {"parts": []} for a in body["artifacts"]]
-        else:
+
+        def render() -> bytes:  # only when the task has a push config
             full = task(after, context_id, [])
-            body = {
-                "kind": "status-update",
-                "taskId": after.run_id,
-                "contextId": context_id,
-                "status": full["status"],
-                "final": state in TERMINAL,
-                "metadata": full["metadata"],
-            }
+            if body_mode == "task":
+                if "artifacts" in full:  # references only: a push carries no run content
+                    full["artifacts"] = [{k: a[k] for k in ("artifactId", "name", "description") if k in a} | {"parts": []} for a in full["artifacts"]]
+                return orjson.dumps(full)
+            return orjson.dumps(
+                {
+                    "kind": "status-update",
+                    "taskId": after.run_id,
+                    "contextId": context_id,
+                    "status": full["status"],
+                    "final": state in TERMINAL,
+                    "metadata": full["metadata"],
+                }
+            )
+
         return [
             Fanout(
                 kind="a2a-push",
                 tenant=after.tenant,
                 run_id=after.run_id,
                 sequence=after.last_sequence,
-                body=orjson.dumps(body),
+                body=render,
                 task_id=after.run_id,
                 final=state in TERMINAL,
             )

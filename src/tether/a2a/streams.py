@@ -33,7 +33,6 @@ from tether.a2a.projection import (
     task_state,
     updates,
 )
-from tether.engine.follow import Follower
 from tether.engine.state import apply, initial_snapshot
 from tether.errors import TetherError
 from tether.host import Host
@@ -99,7 +98,7 @@ async def _follow(
 
     ``state`` is the snapshot at ``after`` (it is advanced in place).
     """
-    follower = Follower(host.store, host.notifier, task_id, after, host.settings.keepalive_seconds)
+    follower = host.logs.follow(task_id, after, host.settings.keepalive_seconds)
     async with aclosing(follower.events()) as events:  # leaving early unsubscribes at once
         async for event in events:
             if event is None:

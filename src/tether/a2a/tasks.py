@@ -12,12 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from tether.a2a.capabilities import TRANSPORT
 from tether.a2a.jsonrpc import TaskNotFound
-from tether.a2a.projection import task_record
+from tether.a2a.projection import task, task_record
 from tether.store.base import Extra, RunRow, Store, TaskRecord
 
-__all__ = ["A2A_TRANSPORT", "LiveTask", "a2a_metadata", "context_of", "load_task", "project_task_record"]
+__all__ = ["A2A_TRANSPORT", "EncodedTasks", "LiveTask", "a2a_metadata", "context_of", "load_task", "project_task_record"]
 
 A2A_TRANSPORT = TRANSPORT
 
@@ -82,3 +84,27 @@ async def load_task(store: Store, task_id: str, tenant: str, *, history: bool = 
     if found is None:
         raise TaskNotFound(f"no task {task_id!r} is visible to this API key", data={"taskId": task_id})
     return LiveTask(*found)
+
+
+class EncodedTasks:
+    """Tasks as JSON, kept while their run stays at one sequence: a repeated ``tasks/get`` encodes nothing.
+
+    A Task is a pure function of its run and history, and both change only in a commit
+    that moves the run's ``last_sequence``, so (sequence, historyLength) versions it.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._kept: dict[str, tuple[tuple[int, int | None], orjson.Fragment]] = {}
+
+    def encode(self, live: LiveTask, history_length: int | None) -> orjson.Fragment:
+        version = (live.run.last_sequence, history_length)
+        kept = self._kept.get(live.run.run_id)
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        fragment = orjson.Fragment(orjson.dumps(task(live.run, live.context_id, live.history or [], history_length)))
+        self._kept.pop(live.run.run_id, None)
+        self._kept[live.run.run_id] = (version, fragment)
+        if len(self._kept) > self.capacity:
+            del self._kept[next(iter(self._kept))]
+        return fragment

@@ -10,7 +10,9 @@ def now() -> datetime:
 
 
 def iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    if moment.tzinfo is not timezone.utc:
+        moment = moment.astimezone(timezone.utc)
+    return moment.isoformat(timespec="milliseconds")[:-6] + "Z"  # drop "+00:00"
 
 
 def now_iso() -> str:

@@ -131,11 +131,10 @@ class Engine:
 
     # commits ---------------------------------------------------------------------------
 
-    async def _commit(
-        self, batch: Batch, idempotency: IdempotencyRecord | None = None, *, new: bool = False, extras: list[Extra] | None = None
-    ) -> RunRow:
-        commit = batch.commit(idempotency, new=new)
-        before = None if new else batch.row
+    async def _commit(self, batch: Batch, *, extras: list[Extra] | None = None, commit: Commit | None = None) -> RunRow:
+        """Write the batch (or ``commit``, made from it already), with what the projectors add."""
+        commit = commit or batch.commit()
+        before = None if commit.expected_sequence is None else batch.row
         commit.extras.extend(extras or [])  # first: a push config written here must see this commit's push
         for projector in self.projectors:
             commit.extras.extend(projector(before, commit.run, batch.docs))
@@ -226,13 +225,15 @@ class Engine:
         batch.add("run.started", payload, at=now)
         if advance:
             self._advance(entry.workflow, batch)
-        projected = batch.commit(new=True).run
+        commit = batch.commit(new=True)
+        projected = commit.run
         body = respond(projected) if respond else {"runId": run_id, "status": projected.status}
-        record = None
         if idempotency is not None:
-            record = IdempotencyRecord(principal.tenant, idempotency.scope, idempotency.key, idempotency.request_digest, run_id, status_code, body, now)
+            commit.idempotency = IdempotencyRecord(
+                principal.tenant, idempotency.scope, idempotency.key, idempotency.request_digest, run_id, status_code, body, now
+            )
         try:
-            run = await self._commit(batch, record, new=True, extras=extras(projected) if extras else None)
+            run = await self._commit(batch, extras=extras(projected) if extras else None, commit=commit)
         except IdempotencyClaimed as claimed:
             existing = await self.store.get_run(claimed.existing.run_id or "", principal.tenant)
             if existing is None:

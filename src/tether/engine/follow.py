@@ -4,6 +4,11 @@ The store is the payload and the notifier only a hint: a follower clears its wak
 reads the events after the last sequence it gave out, and waits. It ends once the run is
 terminal and everything has been read, and says when a keep-alive is due (no byte
 written for ``keepalive`` seconds), which the caller reports back through ``wrote``.
+
+Followers read through one :class:`RunLogs` per host, so a thousand streams on one
+task woken by one commit make one read of the store, not a thousand. A follower only
+joins a read that began after the latest wake-up was published, so it can never be
+handed a read from before the commit that woke it.
 """
 
 from __future__ import annotations
@@ -14,13 +19,44 @@ from collections.abc import AsyncGenerator
 from tether.engine.notifier import Notifier
 from tether.store.base import EventRow, Store
 
+__all__ = ["Follower", "RunLogs"]
+
 _PAGE = 500
+
+_ReadKey = tuple[str, int, int]  # run id, after, the notifier's publication count when it began
+
+
+class RunLogs:
+    """The store's run logs as this host's followers read them: identical reads are shared."""
+
+    def __init__(self, store: Store, notifier: Notifier) -> None:
+        self.store = store
+        self.notifier = notifier
+        self._reading: dict[_ReadKey, asyncio.Future[list[EventRow]]] = {}
+
+    def follow(self, run_id: str, after: int, keepalive: float) -> Follower:
+        return Follower(self, run_id, after, keepalive)
+
+    async def after(self, run_id: str, after: int) -> list[EventRow]:
+        """Up to a page of the events after ``after``, as the store holds them now (do not mutate)."""
+        key = (run_id, after, self.notifier.published)
+        reading = self._reading.get(key)
+        if reading is None:
+            reading = asyncio.ensure_future(self.store.read_events(run_id, after, _PAGE))
+            self._reading[key] = reading
+            reading.add_done_callback(lambda done: self._done(key, done))
+        return await asyncio.shield(reading)  # one follower leaving does not cancel the others' read
+
+    def _done(self, key: _ReadKey, reading: asyncio.Future[list[EventRow]]) -> None:
+        if self._reading.get(key) is reading:
+            del self._reading[key]
+        if not reading.cancelled():
+            reading.exception()  # retrieved here, raised to every follower that awaits it
 
 
 class Follower:
-    def __init__(self, store: Store, notifier: Notifier, run_id: str, after: int, keepalive: float) -> None:
-        self.store = store
-        self.notifier = notifier
+    def __init__(self, logs: RunLogs, run_id: str, after: int, keepalive: float) -> None:
+        self.logs = logs
         self.run_id = run_id
         self.last = after
         self.keepalive = keepalive
@@ -33,20 +69,21 @@ class Follower:
     async def events(self) -> AsyncGenerator[EventRow | None, None]:
         """Each event after ``after`` in order, live; None when a keep-alive is due."""
         loop = asyncio.get_running_loop()
+        notifier = self.logs.notifier
         self._written = loop.time()
-        with self.notifier.subscribe(self.run_id) as wake:
+        with notifier.subscribe(self.run_id) as wake:
             while True:
                 wake.clear()
-                events = await self.store.read_events(self.run_id, self.last, _PAGE)
+                events = await self.logs.after(self.run_id, self.last)
                 for event in events:
                     self.last = event.sequence
                     yield event
                 if len(events) == _PAGE:
                     continue
                 if not events:
-                    row = await self.store.get_run(self.run_id)
+                    row = await self.logs.store.get_run(self.run_id)
                     if row is None or (row.is_terminal and self.last >= row.last_sequence):
                         return
-                if not await self.notifier.wait(wake, self.keepalive - (loop.time() - self._written)):
+                if not await notifier.wait(wake, self.keepalive - (loop.time() - self._written)):
                     yield None
                     self._written = loop.time()

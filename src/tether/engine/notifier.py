@@ -17,6 +17,8 @@ class Notifier:
     def __init__(self, fallback: float | None = None) -> None:
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self.fallback = fallback
+        #: wake-ups published so far: a read begun at this count sees every commit published before it
+        self.published = 0
 
     async def wait(self, wake: asyncio.Event, timeout: float) -> bool:
         """Wait for a wake-up for at most ``timeout`` seconds (and at most ``fallback``).
@@ -34,6 +36,7 @@ class Notifier:
         return True
 
     def publish(self, run_id: str) -> None:
+        self.published += 1
         for event in self._waiters.get(run_id, ()):
             event.set()
 

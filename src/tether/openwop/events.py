@@ -15,7 +15,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response, StreamingResponse
 
 from tether.engine.engine import Principal
-from tether.engine.follow import Follower
 from tether.errors import InvalidInput, UnsupportedStreamMode
 from tether.host import Host
 from tether.openwop.deps import host_of, require
@@ -67,7 +66,7 @@ def parse_last_event_id(raw: str | None) -> int:
 
 async def event_frames(host: Host, run_id: str, after: int, modes: frozenset[str]) -> AsyncIterator[bytes]:
     """SSE frames of the events after ``after``, live, until the terminal event."""
-    follower = Follower(host.store, host.notifier, run_id, after, host.settings.keepalive_seconds)
+    follower = host.logs.follow(run_id, after, host.settings.keepalive_seconds)
     async with aclosing(follower.events()) as events:  # leaving early unsubscribes at once
         async for event in events:
             if event is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import secrets as random_secrets
 from typing import Any
 
@@ -34,7 +36,7 @@ class RegisterWebhook(BaseModel):
 
 
 def webhook_fanout(before: RunRow | None, after: RunRow, events: list[dict[str, Any]]) -> list[Extra]:
-    """Every committed run event is offered to the tenant's webhooks (matched in the write)."""
+    """Every committed run event is offered to the tenant's webhooks (matched in the write; rendered if one matches)."""
     tags = list(after.state.get("tags", []))
     return [
         Fanout(
@@ -42,7 +44,7 @@ def webhook_fanout(before: RunRow | None, after: RunRow, events: list[dict[str, 
             tenant=after.tenant,
             run_id=after.run_id,
             sequence=event["sequence"],
-            body=orjson.dumps({"runId": after.run_id, "workspaceId": after.tenant, "event": event}),
+            body=functools.partial(orjson.dumps, {"runId": after.run_id, "workspaceId": after.tenant, "event": event}),
             event_type=event["type"],
             tags=tags,
         )

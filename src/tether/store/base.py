@@ -124,12 +124,16 @@ class Fanout:
     tenant: str
     run_id: str
     sequence: int
-    body: bytes
+    #: the delivery body, or how to make it: rendered only when some subscriber matches
+    body: bytes | Callable[[], bytes]
     task_id: str | None = None
     event_type: str | None = None
     tags: list[str] = field(default_factory=list)
     final: bool = False
     url: str | None = None  # "callback": the run's own callbackUrl
+
+    def rendered(self) -> bytes:
+        return self.body if isinstance(self.body, bytes) else self.body()
 
 
 @dataclass(slots=True)

@@ -1,5 +1,5 @@
 """The embedded SQLite store."""
 
-from tether.store.sqlite.store import SqliteStore
+from tether.store.sqlite.store import SqliteStore, StoreInUse
 
-__all__ = ["SqliteStore"]
+__all__ = ["SqliteStore", "StoreInUse"]

@@ -11,6 +11,8 @@ beside the writer.
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
 import queue
 import sqlite3
 import threading
@@ -25,6 +27,7 @@ import orjson
 
 from tether.engine.clock import iso, now
 from tether.errors import Conflict, SequenceConflict, StoreUnavailable
+from tether.store._task_cache import TaskCache, TaskEntry
 from tether.store._fanout import push_stream_task
 from tether.store._fanout import targets as fanout_targets
 from tether.store._queries import load_queries
@@ -52,6 +55,10 @@ MIGRATIONS_DIR = _HERE / "migrations"
 T = TypeVar("T")
 _STOP = object()
 _MAX_BATCH = 512
+
+
+class StoreInUse(Exception):
+    """Another host process serves this SQLite file."""
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -150,11 +157,20 @@ def _delivery_row(row: tuple[Any, ...]) -> DeliveryRow:
     )
 
 
-def _fan_out(conn: sqlite3.Connection, fanout: Fanout, now: str) -> int:
-    """Insert one outbox row per subscriber that matches (inside the caller's transaction)."""
+def _fan_out(conn: sqlite3.Connection, fanout: Fanout, now: str, webhooks: dict[str, list[WebhookRow]]) -> int:
+    """Insert one outbox row per subscriber that matches (inside the caller's transaction).
+
+    ``webhooks``: each tenant's webhooks as this transaction read them, so a commit of
+    many events reads them once.
+    """
     configs = [(r[1], r[3]) for r in conn.execute(Q["list_push_configs"], (fanout.task_id,))] if fanout.kind == "a2a-push" else []
-    hooks = [_webhook_row(r) for r in conn.execute(Q["tenant_webhooks"], (fanout.tenant,))] if fanout.kind == "webhook" else []
+    hooks: list[WebhookRow] = []
+    if fanout.kind == "webhook":
+        if fanout.tenant not in webhooks:
+            webhooks[fanout.tenant] = [_webhook_row(r) for r in conn.execute(Q["tenant_webhooks"], (fanout.tenant,))]
+        hooks = webhooks[fanout.tenant]
     found = fanout_targets(fanout, configs, hooks)
+    body = fanout.rendered() if found else b""
     for target_id, stream_key, url in found:
         conn.execute(
             Q["insert_delivery"],
@@ -167,7 +183,7 @@ def _fan_out(conn: sqlite3.Connection, fanout: Fanout, now: str) -> int:
                 "run_id": fanout.run_id,
                 "sequence": fanout.sequence,
                 "url": url,
-                "body": fanout.body,
+                "body": body,
                 "final": int(fanout.final),
                 "next_attempt_at": now,
                 "created_at": now,
@@ -207,6 +223,9 @@ class SqliteStore:
         self._local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
+        #: every commit passes through this process, so the tasks it read or wrote lately are kept
+        self._tasks = TaskCache()
+        self._host_lock: int | None = None
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r}, state={self._state})"
@@ -226,11 +245,34 @@ class SqliteStore:
         self._pool = ThreadPoolExecutor(max_workers=self._readers, thread_name_prefix="tether-sqlite-reader")
         self._state = "open"
 
+    def serve(self) -> None:
+        """Claim the file for this host: a SQLite store serves one host process at a time.
+
+        The host answers reads from memory because every commit passes through it; a
+        second host on the same file would break that, so it is refused here, and the
+        lock ends with the process (or at ``close``).
+        """
+        lock_path = self.path.with_name(self.path.name + ".host-lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreInUse(
+                f"another Tether host is serving {self.path}: a SQLite store serves one host; "
+                "stop that one, give this one another --data-dir, or share a PostgreSQL database (--database-url)"
+            ) from None
+        self._host_lock = fd
+
     async def close(self) -> None:
+        if self._host_lock is not None:
+            os.close(self._host_lock)
+            self._host_lock = None
         if self._state != "open":
             self._state = "closed"
             return
         self._state = "closed"
+        self._tasks = TaskCache()
         self._queue.put(_STOP)
         if self._writer is not None:
             await asyncio.to_thread(self._writer.join)
@@ -343,6 +385,7 @@ class SqliteStore:
 
         def write(conn: sqlite3.Connection) -> int:
             enqueued = 0
+            webhooks: dict[str, list[WebhookRow]] = {}
             if commit.idempotency is not None:
                 claim = commit.idempotency
                 existing = conn.execute(Q["get_idempotency"], (claim.tenant, claim.scope, claim.key)).fetchone()
@@ -402,14 +445,20 @@ class SqliteStore:
                 elif isinstance(extra, PushConfigRow):
                     conn.execute(Q["upsert_push_config"], _push_params(extra))
                 elif isinstance(extra, Fanout):
-                    enqueued += _fan_out(conn, extra, run.updated_at)
+                    enqueued += _fan_out(conn, extra, run.updated_at, webhooks)
                 else:
                     raise TypeError(f"unknown commit extra {type(extra).__name__}")
             return enqueued
 
-        return await self._write(write)
+        enqueued = await self._write(write)
+        self._tasks.committed(commit)
+        return enqueued
 
     async def get_run(self, run_id: str, tenant: str | None = None) -> RunRow | None:
+        cached = self._tasks.get(run_id)
+        if cached is not None:
+            return cached.run if tenant in (None, cached.run.tenant) else None
+
         def read(conn: sqlite3.Connection) -> RunRow | None:
             if tenant is None:
                 row = conn.execute(Q["get_run"], (run_id,)).fetchone()
@@ -544,17 +593,31 @@ class SqliteStore:
     async def read_task(
         self, task_id: str, tenant: str, *, history: bool = False
     ) -> tuple[TaskRecord, RunRow, list[dict[str, Any]] | None] | None:
-        def read(conn: sqlite3.Connection) -> tuple[TaskRecord, RunRow, list[dict[str, Any]] | None] | None:
-            task = conn.execute(Q["get_task_for_tenant"], (task_id, tenant)).fetchone()
-            run = conn.execute(Q["get_run_for_tenant"], (task_id, tenant)).fetchone() if task is not None else None
-            if task is None or run is None:
-                return None
-            messages = [orjson.loads(r[0]) for r in conn.execute(Q["list_task_messages"], (task_id,))] if history else None
-            return TaskRecord(task[0], task[1], task[2], task[3], orjson.loads(task[4]), task[5]), _run_row(run), messages
+        cached = self._tasks.get(task_id)
+        if cached is None:
+            commits = self._tasks.commits
 
-        return await self._read(read)
+            def read(conn: sqlite3.Connection) -> TaskEntry | None:
+                task = conn.execute(Q["get_task_for_tenant"], (task_id, tenant)).fetchone()
+                run = conn.execute(Q["get_run_for_tenant"], (task_id, tenant)).fetchone() if task is not None else None
+                if task is None or run is None:
+                    return None
+                messages = tuple(orjson.loads(r[0]) for r in conn.execute(Q["list_task_messages"], (task_id,)))
+                return TaskEntry(TaskRecord(task[0], task[1], task[2], task[3], orjson.loads(task[4]), task[5]), _run_row(run), messages)
+
+            cached = await self._read(read)
+            if cached is None:
+                return None
+            self._tasks.keep(cached, commits)
+        if cached.run.tenant != tenant:
+            return None
+        return cached.record, cached.run, list(cached.history) if history else None
 
     async def list_task_messages(self, task_id: str) -> list[dict[str, Any]]:
+        cached = self._tasks.get(task_id)
+        if cached is not None:
+            return list(cached.history)
+
         def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             return [orjson.loads(r[0]) for r in conn.execute(Q["list_task_messages"], (task_id,))]
 

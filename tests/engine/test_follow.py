@@ -1,0 +1,104 @@
+"""Followers of one run share their reads, and never a read from before their wake-up."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tether.engine.follow import RunLogs
+from tether.engine.notifier import Notifier
+from tether.store.base import Commit, EventRow, RunRow
+from tether.store.sqlite import SqliteStore
+
+NOW = "2026-11-30T12:00:00.000Z"
+
+
+class CountingStore(SqliteStore):
+    """The real SQLite store, counting the event reads that reach it."""
+
+    reads = 0
+    #: when set, the next read waits for it: a read held in flight
+    hold: asyncio.Event | None = None
+
+    async def read_events(self, run_id: str, after: int = -1, limit: int = 1000) -> list[EventRow]:
+        self.reads += 1
+        hold, self.hold = self.hold, None
+        if hold is not None:
+            await hold.wait()
+        return await super().read_events(run_id, after, limit)
+
+
+def row(sequence: int, status: str = "running") -> RunRow:
+    return RunRow("run_f", "acme", "wf", status, sequence, {"status": status}, NOW, NOW)
+
+
+def event(sequence: int) -> EventRow:
+    return EventRow("run_f", sequence, orjson.dumps({"sequence": sequence, "type": "test.event"}))
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[CountingStore]:
+    async with CountingStore(tmp_path / "tether.db") as opened:
+        await opened.commit(Commit(row(0), [event(0)], None))
+        yield opened
+
+
+async def wait_for(predicate, deadline: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(deadline):
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+
+async def test_a_hundred_followers_woken_by_one_commit_make_one_read(store: CountingStore) -> None:
+    notifier = Notifier()
+    logs = RunLogs(store, notifier)
+    seen: list[list[int]] = [[] for _ in range(100)]
+
+    async def follow(into: list[int]) -> None:
+        async for item in logs.follow("run_f", -1, keepalive=60).events():
+            if item is not None:
+                into.append(item.sequence)
+                if item.sequence == 2:  # the last event: streams stop at the terminal one
+                    return
+
+    tasks = [asyncio.create_task(follow(into)) for into in seen]
+    try:
+        await wait_for(lambda: all(into == [0] for into in seen))
+        before = store.reads
+        await store.commit(Commit(row(2, "completed"), [event(1), event(2)], 0))
+        notifier.publish("run_f")
+        await wait_for(lambda: all(task.done() for task in tasks))
+        assert all(into == [0, 1, 2] for into in seen), "every follower got every event once, in order"
+        assert store.reads - before <= 3, f"{store.reads - before} reads for one commit seen by 100 followers"
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def test_a_read_begun_before_a_wake_up_is_not_shared_after_it(store: CountingStore) -> None:
+    notifier = Notifier()
+    logs = RunLogs(store, notifier)
+    release = store.hold = asyncio.Event()
+    early = asyncio.ensure_future(logs.after("run_f", 0))
+    await asyncio.sleep(0)  # the early read is in flight, held, across the commit below
+    await store.commit(Commit(row(1), [event(1)], 0))
+    notifier.publish("run_f")
+    late = await asyncio.wait_for(logs.after("run_f", 0), 5)
+    assert [e.sequence for e in late] == [1], "a follower woken by the commit reads after it"
+    release.set()
+    await early
+    assert store.reads == 2
+
+
+async def test_one_follower_leaving_does_not_cancel_the_read_of_the_others(store: CountingStore) -> None:
+    logs = RunLogs(store, Notifier())
+    first = asyncio.ensure_future(logs.after("run_f", -1))
+    second = asyncio.ensure_future(logs.after("run_f", -1))
+    await asyncio.sleep(0)
+    first.cancel()
+    assert [e.sequence for e in await second] == [0]
+    assert store.reads == 1
