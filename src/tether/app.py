@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import logging
 import os
@@ -158,6 +159,8 @@ def build_app(settings: Settings) -> RpcEndpoint:
             signer = TokenSigner(key, settings.interrupt_token_ttl)
             engine.projectors.append(callback_projector(signer, settings))
             engine.on_commit.append(lambda commit, enqueued: egress.worker.wake() if enqueued else None)
+            logs = RunLogs(store, notifier)
+            engine.on_commit.append(lambda commit, enqueued: logs.committed(commit))
             host = Host(
                 settings=settings,
                 store=store,
@@ -167,7 +170,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
                 verifier=KeyVerifier(store, settings.key_cache_seconds),
                 signer=signer,
                 egress=egress,
-                logs=RunLogs(store, notifier),
+                logs=logs,
             )
             app.state.host = host
             dev_key = await ensure_dev_key(store)
@@ -175,6 +178,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
             egress.start()
             if dev_key is not None:
                 print(f"tether: first start, created API key 'dev' (shown once):\n{dev_key}", flush=True)
+            gc.freeze()  # what start-up built lives as long as the process: collections skip it from now on
             print(f"tether: resumed {resumed} unfinished run(s); serving on {settings.base_url}", flush=True)
             try:
                 yield

@@ -11,6 +11,7 @@ import orjson
 
 from schemas import a2a_validator
 from tether.a2a.streams import sse, task_first
+from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
 from tether.engine.state import apply, initial_snapshot
 from tether.settings import Settings
@@ -43,7 +44,8 @@ class LogStore:
 
 async def test_idle_streams_send_keepalives_and_wake_on_a_hint() -> None:
     store = LogStore()
-    host: Any = SimpleNamespace(settings=Settings(keepalive_seconds=0.05), store=store, notifier=Notifier())
+    notifier = Notifier()
+    host: Any = SimpleNamespace(settings=Settings(keepalive_seconds=0.05), store=store, notifier=notifier, logs=RunLogs(store, notifier))  # type: ignore[arg-type]
     frames = sse("r1", task_first(host, store.row, "ctx_1", [], None, final_on_input_required=False))
     first = await anext(frames)
     assert first.startswith(b"id: 0\ndata: ")
@@ -55,7 +57,9 @@ async def test_idle_streams_send_keepalives_and_wake_on_a_hint() -> None:
 
     store.append("run.completed", {"outputs": {"payload": "hi"}})
     host.notifier.publish("run_1")
-    rest = [frame async for frame in frames if frame != b": keepalive\n\n"]
+    chunks = [chunk async for chunk in frames if chunk != b": keepalive\n\n"]
+    assert len(chunks) == 1, "what one commit produced is written at once"
+    rest = [frame + b"\n\n" for frame in chunks[0].split(b"\n\n") if frame]
     assert len(rest) == 2
     assert rest[0].startswith(b"data: ") and b'"kind":"artifact-update"' in rest[0], "no id: on a frame that is not its event's last"
     assert rest[1].startswith(b"id: 1\ndata: ")

@@ -11,10 +11,13 @@ events.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from starlette.applications import Starlette
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from tether.a2a.capabilities import RPC_PATH, A2ACapabilities, a2a_capabilities
@@ -33,6 +36,7 @@ __all__ = ["RpcEndpoint"]
 log = logging.getLogger("tether.a2a")
 
 _JSON = (b"content-type", b"application/json")
+_SSE = [(b"content-type", b"text/event-stream; charset=utf-8"), *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items())]
 
 
 class _TooLarge(Exception):
@@ -92,14 +96,16 @@ class RpcEndpoint:
         answer = await self._answer(self.app.state.host, authorization, last_event_id, body)
         if isinstance(answer, bytes):
             await self._send(send, trace, 200, answer)
-            return
+        elif isinstance(answer, Response):
 
-        async def stamped(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message["headers"], *self._headers(trace)]
-            await send(message)
+            async def stamped(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    message["headers"] = [*message["headers"], *self._headers(trace)]
+                await send(message)
 
-        await answer(scope, receive, stamped)
+            await answer(scope, receive, stamped)
+        else:
+            await self._stream(receive, send, trace, answer)
 
     @staticmethod
     def _headers(trace: bytes | None) -> list[tuple[bytes, bytes]]:
@@ -115,7 +121,42 @@ class RpcEndpoint:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    async def _answer(self, host: Host, authorization: str | None, last_event_id: str | None, body: bytes) -> bytes | Response:
+    async def _stream(self, receive: Receive, send: Send, trace: bytes | None, chunks: AsyncIterator[bytes]) -> None:
+        """Server-sent events, a write per chunk, until the stream ends or the client leaves.
+
+        A client that leaves is noticed at once, not at the next write: the stream is
+        cancelled where it waits, and its generators close (which unsubscribes them).
+        """
+        await send({"type": "http.response.start", "status": 200, "headers": [*_SSE, *self._headers(trace)]})
+        streaming = asyncio.current_task()
+        assert streaming is not None
+        state = {"ended": False, "left": False}
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            if not state["ended"]:
+                state["left"] = True
+                streaming.cancel()
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            async with aclosing(chunks):  # type: ignore[type-var]
+                async for chunk in chunks:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            state["ended"] = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not state["left"]:
+                raise
+            streaming.uncancel()  # the client left: the stream is over, nothing failed
+        finally:
+            state["ended"] = True
+            watcher.cancel()
+
+    async def _answer(
+        self, host: Host, authorization: str | None, last_event_id: str | None, body: bytes
+    ) -> bytes | Response | AsyncIterator[bytes]:
         """One JSON-RPC 2.0 request (batches are refused with a single -32600)."""
         try:
             principal = await host.verifier.verify(authorization)
@@ -146,12 +187,12 @@ class RpcEndpoint:
             log.exception("A2A %s failed [%s]", call.method, correlation)
             return _refusal(call.id, call.method, InternalError(f"the host failed to handle {call.method} (correlation id {correlation})"))
         if isinstance(outcome, Stream):
-            return StreamingResponse(sse(call.id, outcome.frames), media_type="text/event-stream", headers=SSE_HEADERS)
+            return sse(call.id, outcome.frames)
         return result_body(call.id, outcome)
 
 
-def _refusal(request_id: RequestId, method: str, error: RpcError) -> bytes | Response:
+def _refusal(request_id: RequestId, method: str, error: RpcError) -> bytes | AsyncIterator[bytes]:
     """An error answer; a stream method gets it as its one SSE event (what v0.3 clients read)."""
     if method in STREAMING_METHODS:
-        return StreamingResponse(error_stream(request_id, error), media_type="text/event-stream", headers=SSE_HEADERS)
+        return error_stream(request_id, error)
     return error_body(request_id, error)

@@ -92,9 +92,9 @@ def required_scope(request: RpcRequest) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Stream:
-    """A streaming answer: the frames to send as server-sent events."""
+    """A streaming answer: the frames to send as server-sent events, in batches written at once."""
 
-    frames: AsyncIterator[Frame]
+    frames: AsyncIterator[list[Frame]]
 
 
 def _settled(row: RunRow) -> bool:
@@ -210,7 +210,7 @@ class A2AHandlers:
         """
         push = await self._inline_push(params)
         if params.message.taskId is not None:
-            row, context_id = await self._reply(principal, params.message, push)
+            row, context_id = await self._reply(principal, params.message, push, advance)
             return row, context_id, None
         return await self._start(principal, params, push, advance)
 
@@ -257,7 +257,7 @@ class A2AHandlers:
             return live.run, live.context_id, None
         return created.run, context_id, first
 
-    async def _reply(self, principal: Principal, message: Message, push: PushConfigInput | None = None) -> tuple[RunRow, str]:
+    async def _reply(self, principal: Principal, message: Message, push: PushConfigInput | None, advance: bool) -> tuple[RunRow, str]:
         """Resolve the task's pending interrupt with the message; a retried reply is a no-op."""
         assert message.taskId is not None
         live = await load_task(self.host.store, message.taskId, principal.tenant)
@@ -278,7 +278,7 @@ class A2AHandlers:
             extras.append(seal_config(self.host, live.run.run_id, principal.tenant, push))
         try:
             row = await self.host.engine.resolve(
-                principal, live.run.run_id, interrupt["nodeId"], value, interrupt_id=interrupt["interruptId"], extras=extras
+                principal, live.run.run_id, interrupt["nodeId"], value, interrupt_id=interrupt["interruptId"], extras=extras, advance=advance
             )
         except Conflict as exc:  # resolved meanwhile: by this very message (a racing retry) or another
             if await self._has_message(live.run.run_id, message.messageId):

@@ -93,67 +93,75 @@ async def _snapshot_at(store: Store, row: RunRow, sequence: int) -> dict[str, An
 
 async def _follow(
     host: Host, task_id: str, context_id: str, after: int, state: dict[str, Any], *, final_on_input_required: bool
-) -> AsyncIterator[Frame]:
+) -> AsyncIterator[list[Frame]]:
     """The A2A events of the run events after ``after``, live, until a final one.
 
-    ``state`` is the snapshot at ``after`` (it is advanced in place).
+    They come a read at a time, so that a stream writes everything one commit produced
+    at once. ``state`` is the snapshot at ``after`` (it is advanced in place).
     """
     follower = host.logs.follow(task_id, after, host.settings.keepalive_seconds)
-    async with aclosing(follower.events()) as events:  # leaving early unsubscribes at once
-        async for event in events:
-            if event is None:
-                yield None, None
+    async with aclosing(follower.pages()) as pages:  # leaving early unsubscribes at once
+        async for page in pages:
+            if page is None:
+                yield [(None, None)]
                 continue
-            doc = event.doc
-            before = status_view(state)
-            apply(state, doc)
-            produced = updates(task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required)
-            for index, item in enumerate(produced):
-                yield item, event.sequence if index == len(produced) - 1 else None
+            frames: list[Frame] = []
+            for event in page:
+                doc = event.doc
+                before = status_view(state)
+                apply(state, doc)
+                produced = updates(task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required)
+                frames += [(item, event.sequence if index == len(produced) - 1 else None) for index, item in enumerate(produced)]
+                if produced and produced[-1].get("final"):
+                    yield frames
+                    return
+            if frames:
+                yield frames
                 follower.wrote()
-            if produced and produced[-1].get("final"):
-                return
 
 
 async def task_first(
     host: Host, row: RunRow, context_id: str, history: list[dict[str, Any]], history_length: int | None, *, final_on_input_required: bool
-) -> AsyncIterator[Frame]:
+) -> AsyncIterator[list[Frame]]:
     """The Task as it is at ``row``, then its updates after that sequence.
 
     Ends after the Task alone when it is already terminal (or input-required on a
     stream that ends there).
     """
-    yield task(row, context_id, history, history_length), row.last_sequence
+    yield [(task(row, context_id, history, history_length), row.last_sequence)]
     state_now = task_state(row.status)
     if state_now in TERMINAL or (state_now in INTERRUPTED and final_on_input_required):
         return
-    async for frame in _follow(host, row.run_id, context_id, row.last_sequence, copy.deepcopy(row.state), final_on_input_required=final_on_input_required):
-        yield frame
+    async for frames in _follow(host, row.run_id, context_id, row.last_sequence, copy.deepcopy(row.state), final_on_input_required=final_on_input_required):
+        yield frames
 
 
-async def replay(host: Host, row: RunRow, context_id: str, after: int) -> AsyncIterator[Frame]:
+async def replay(host: Host, row: RunRow, context_id: str, after: int) -> AsyncIterator[list[Frame]]:
     """Exactly the updates of the run events after ``after`` (no Task first), then live ones.
 
     ``after`` must be a sequence the run has reached (see :func:`parse_after`).
     """
     state = await _snapshot_at(host.store, row, after)
-    async for frame in _follow(host, row.run_id, context_id, after, state, final_on_input_required=False):
-        yield frame
+    async for frames in _follow(host, row.run_id, context_id, after, state, final_on_input_required=False):
+        yield frames
 
 
-async def sse(request_id: RequestId, frames: AsyncIterator[Frame]) -> AsyncIterator[bytes]:
-    """SSE bytes: every ``data:`` line one complete JSON-RPC response, ``id:`` the sequence.
+def _frame_bytes(request_id: RequestId, payload: dict[str, Any] | None, sequence: int | None) -> bytes:
+    if payload is None:
+        return b": keepalive\n\n"
+    prefix = b"id: %d\n" % sequence if sequence is not None else b""
+    return prefix + b"data: " + result_body(request_id, payload) + b"\n\n"
+
+
+async def sse(request_id: RequestId, batches: AsyncIterator[list[Frame]]) -> AsyncIterator[bytes]:
+    """SSE bytes, a chunk per batch: every ``data:`` line one complete JSON-RPC response, ``id:`` the sequence.
 
     A failure after the stream began is sent as one JSON-RPC error event, then the
     stream ends.
     """
     try:
-        async for payload, sequence in frames:
-            if payload is None:
-                yield b": keepalive\n\n"
-                continue
-            prefix = b"id: %d\n" % sequence if sequence is not None else b""
-            yield prefix + b"data: " + result_body(request_id, payload) + b"\n\n"
+        async for frames in batches:
+            yield b"".join([_frame_bytes(request_id, payload, sequence) for payload, sequence in frames])
     except RpcError as exc:
         yield b"data: " + error_body(request_id, exc) + b"\n\n"
     except TetherError as exc:

@@ -139,11 +139,11 @@ class Engine:
         for projector in self.projectors:
             commit.extras.extend(projector(before, commit.run, batch.docs))
         enqueued = await self.store.commit(commit)
+        for hook in self.on_commit:  # before the wake-up: observers woken by it may rely on a hook
+            hook(commit, enqueued)
         self.notifier.publish(commit.run.run_id)
         if self.cluster is not None:
             self.cluster.announce(commit.run.run_id)
-        for hook in self.on_commit:
-            hook(commit, enqueued)
         return commit.run
 
     async def _transition(
@@ -525,8 +525,13 @@ class Engine:
         *,
         interrupt_id: str | None = None,
         extras: list[Extra] | None = None,
+        advance: bool = False,
     ) -> RunRow:
-        """Resolve the run's pending interrupt at ``node_id``; exactly one resolution wins."""
+        """Resolve the run's pending interrupt at ``node_id``; exactly one resolution wins.
+
+        With ``advance`` the steps that follow and need no waiting are committed with the
+        resolution, for a caller that waits for the outcome anyway (as ``create_run``).
+        """
 
         def decide(row: RunRow, batch: Batch) -> None:
             state = row.state
@@ -540,14 +545,16 @@ class Engine:
                     raise Conflict(f"the interrupt at {node_id!r} was already resolved", code="interrupt_already_resolved")
                 raise NotFound(f"run {run_id} is not waiting at node {node_id!r}", code="interrupt_not_found", details={"runId": run_id, "nodeId": node_id})
             resolution_events(batch, interrupt, resume_value, principal.name)
+            if advance and batch.state["status"] not in WAITING and row.workflow_id in self.registry:
+                self._advance(self.registry.get(row.workflow_id).workflow, batch)
 
         row, _ = await self._transition(principal.tenant, run_id, decide, extras)
         for resolved in row.state.get("resolvedInterrupts", []):
             timer = self._timers.pop(resolved.get("interruptId"), None)
             if timer is not None:
                 timer.cancel()
-        if row.status not in WAITING:
-            self.kick(run_id)
+        if not row.is_terminal and (advance or row.status not in WAITING):
+            self.kick(run_id)  # the driver goes on, or arms the deadline of the gate it reached
         return row
 
     # cancelling ----------------------------------------------------------------------------

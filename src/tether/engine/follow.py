@@ -6,22 +6,27 @@ terminal and everything has been read, and says when a keep-alive is due (no byt
 written for ``keepalive`` seconds), which the caller reports back through ``wrote``.
 
 Followers read through one :class:`RunLogs` per host, so a thousand streams on one
-task woken by one commit make one read of the store, not a thousand. A follower only
-joins a read that began after the latest wake-up was published, so it can never be
-handed a read from before the commit that woke it.
+task woken by one commit make one read of the store, not a thousand; and none at all
+when this host made the commit: the events it committed to a followed run are kept,
+and a follower whose next events are all there takes them from memory. A follower only
+joins a store read that began after the latest wake-up was published, so it can never
+be handed a read from before the commit that woke it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 from tether.engine.notifier import Notifier
-from tether.store.base import EventRow, Store
+from tether.store.base import Commit, EventRow, Store
 
 __all__ = ["Follower", "RunLogs"]
 
 _PAGE = 500
+_RECENT = 64  # events kept per followed run
+_RECENT_RUNS = 1024
 
 _ReadKey = tuple[str, int, int]  # run id, after, the notifier's publication count when it began
 
@@ -33,12 +38,31 @@ class RunLogs:
         self.store = store
         self.notifier = notifier
         self._reading: dict[_ReadKey, asyncio.Future[list[EventRow]]] = {}
+        #: per followed run, the last events this host committed to it, consecutive
+        self._recent: dict[str, list[EventRow]] = {}
+
+    def committed(self, commit: Commit) -> None:
+        """Keep what a commit added to a followed run (call it once the commit is durable, before the wake-up)."""
+        run_id = commit.run.run_id
+        if not commit.events or not self.notifier.observed(run_id):
+            self._recent.pop(run_id, None)
+            return
+        recent = self._recent.get(run_id)
+        if recent is None or recent[-1].sequence + 1 != commit.events[0].sequence:
+            recent = self._recent[run_id] = []
+        recent.extend(commit.events)
+        del recent[:-_RECENT]
+        if len(self._recent) > _RECENT_RUNS:
+            del self._recent[next(iter(self._recent))]
 
     def follow(self, run_id: str, after: int, keepalive: float) -> Follower:
         return Follower(self, run_id, after, keepalive)
 
     async def after(self, run_id: str, after: int) -> list[EventRow]:
         """Up to a page of the events after ``after``, as the store holds them now (do not mutate)."""
+        recent = self._recent.get(run_id)
+        if recent and recent[0].sequence <= after + 1 <= recent[-1].sequence:
+            return recent[after + 1 - recent[0].sequence :]
         key = (run_id, after, self.notifier.published)
         reading = self._reading.get(key)
         if reading is None:
@@ -66,8 +90,8 @@ class Follower:
         """The caller sent bytes: the keep-alive clock starts again."""
         self._written = asyncio.get_running_loop().time()
 
-    async def events(self) -> AsyncGenerator[EventRow | None, None]:
-        """Each event after ``after`` in order, live; None when a keep-alive is due."""
+    async def pages(self) -> AsyncGenerator[list[EventRow] | None, None]:
+        """The events after ``after`` in order, live, as each read returns them; None when a keep-alive is due."""
         loop = asyncio.get_running_loop()
         notifier = self.logs.notifier
         self._written = loop.time()
@@ -75,9 +99,9 @@ class Follower:
             while True:
                 wake.clear()
                 events = await self.logs.after(self.run_id, self.last)
-                for event in events:
-                    self.last = event.sequence
-                    yield event
+                if events:
+                    self.last = events[-1].sequence
+                    yield events
                 if len(events) == _PAGE:
                     continue
                 if not events:
@@ -87,3 +111,13 @@ class Follower:
                 if not await notifier.wait(wake, self.keepalive - (loop.time() - self._written)):
                     yield None
                     self._written = loop.time()
+
+    async def events(self) -> AsyncGenerator[EventRow | None, None]:
+        """Each event after ``after`` in order, live; None when a keep-alive is due."""
+        async with aclosing(self.pages()) as pages:
+            async for page in pages:
+                if page is None:
+                    yield None
+                    continue
+                for event in page:
+                    yield event

@@ -13,46 +13,83 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+class Wake:
+    """One observer's wake-up flag: set by a publication, cleared by the observer before it reads."""
+
+    __slots__ = ("_set", "_waiter")
+
+    def __init__(self) -> None:
+        self._set = True  # the first read happens at once
+        self._waiter: asyncio.Future[bool] | None = None
+
+    def set(self) -> None:
+        self._set = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(True)
+
+    def clear(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
+
+
 class Notifier:
     def __init__(self, fallback: float | None = None) -> None:
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._waiters: dict[str, set[Wake]] = {}
         self.fallback = fallback
         #: wake-ups published so far: a read begun at this count sees every commit published before it
         self.published = 0
 
-    async def wait(self, wake: asyncio.Event, timeout: float) -> bool:
+    async def wait(self, wake: Wake, timeout: float) -> bool:
         """Wait for a wake-up for at most ``timeout`` seconds (and at most ``fallback``).
 
         Returns False only when ``timeout`` itself passed with no wake-up; a fallback
-        expiry returns True, so the caller re-reads the store as if woken.
+        expiry returns True, so the caller re-reads the store as if woken. (One future
+        and one timer per wait: a thousand streams woken at once cost a thousand
+        callbacks, not three thousand tasks' worth of steps.)
         """
+        if wake.is_set():
+            return True
         if timeout <= 0:
-            return wake.is_set()
+            return False
         bound = timeout if self.fallback is None else min(timeout, self.fallback)
+        loop = asyncio.get_running_loop()
+        waiter = wake._waiter = loop.create_future()
+        timer = loop.call_later(bound, _expire, waiter)
         try:
-            await asyncio.wait_for(wake.wait(), bound)
-        except TimeoutError:
-            return bound < timeout
-        return True
+            woken = await waiter
+        finally:
+            timer.cancel()
+            wake._waiter = None
+        return woken or bound < timeout
 
     def publish(self, run_id: str) -> None:
         self.published += 1
-        for event in self._waiters.get(run_id, ()):
-            event.set()
+        for wake in self._waiters.get(run_id, ()):
+            wake.set()
 
     @contextmanager
-    def subscribe(self, run_id: str) -> Iterator[asyncio.Event]:
-        event = asyncio.Event()
-        event.set()  # the first read happens at once
-        self._waiters.setdefault(run_id, set()).add(event)
+    def subscribe(self, run_id: str) -> Iterator[Wake]:
+        wake = Wake()
+        self._waiters.setdefault(run_id, set()).add(wake)
         try:
-            yield event
+            yield wake
         finally:
             waiters = self._waiters.get(run_id)
             if waiters is not None:
-                waiters.discard(event)
+                waiters.discard(wake)
                 if not waiters:
                     del self._waiters[run_id]
+
+    def observed(self, run_id: str) -> bool:
+        """Whether anyone waits for news of ``run_id``."""
+        return run_id in self._waiters
 
     @property
     def subscriber_count(self) -> int:

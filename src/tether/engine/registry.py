@@ -57,6 +57,9 @@ class WorkflowRegistry:
             raise NotFound(f"no workflow {workflow_id!r} on this host", code="workflow_not_found", details={"workflowId": workflow_id})
         return entry
 
+    def __contains__(self, workflow_id: object) -> bool:
+        return workflow_id in self._entries
+
     def entries(self) -> list[Entry]:
         return sorted(self._entries.values(), key=lambda e: e.workflow.id)
 
