@@ -23,6 +23,10 @@ def uuid7() -> uuid.UUID:
     Within one process the ids strictly increase, even for ids made in the same
     millisecond (the counter, RFC 9562 method 1) or when the clock steps back.
     """
+    return uuid.UUID(int=_uuid7_int())
+
+
+def _uuid7_int() -> int:
     global _last_millis, _counter
     millis = time.time_ns() // 1_000_000
     with _lock:
@@ -37,10 +41,9 @@ def uuid7() -> uuid.UUID:
         _last_millis = millis
         counter = _counter
         rand = _random.getrandbits(62)
-    value = (millis & ((1 << 48) - 1)) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | rand
-    return uuid.UUID(int=value)
+    return (millis & ((1 << 48) - 1)) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | rand
 
 
 def new_id(prefix: str = "") -> str:
-    """A time-ordered opaque id, optionally prefixed (``run_…``)."""
-    return f"{prefix}{uuid7().hex}"
+    """A time-ordered opaque id (a UUIDv7's 32 hex digits), optionally prefixed (``run_…``)."""
+    return f"{prefix}{_uuid7_int():032x}"

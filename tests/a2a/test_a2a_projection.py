@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
+
+import orjson
 
 import pytest
 
 import tether.a2a
 from schemas import a2a_validator, openwop_validator
 from tether.a2a.projection import RUN_TO_TASK_STATE, status_view, task, task_record, task_state, updates
-from tether.a2a.tasks import project_task_record
+from tether.a2a.tasks import EncodedTasks, LiveTask, project_task_record
 from tether.engine.state import ACTIVE, TERMINAL, apply, initial_snapshot
 from tether.store.base import RunRow, TaskRecord
 
@@ -198,3 +201,17 @@ def test_projector_writes_the_record_only_for_a2a_runs_and_only_on_change() -> N
 
 def test_public_surface_is_pinned() -> None:
     assert sorted(tether.a2a.__all__) == ["A2ACapabilities", "a2a_capabilities", "project_task_record"]
+
+
+def test_an_encoded_task_is_kept_only_while_its_run_stays_at_one_sequence() -> None:
+    encoded = EncodedTasks()
+    record = TaskRecord("run_1", "default", "key:a", "ctx_1", {}, "2026-01-01T00:00:00.000Z")
+    history = [{"kind": "message", "messageId": "m1", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}]
+    working = LiveTask(record, _row("running"), history)
+    first = encoded.encode(working, None)
+    assert orjson.loads(orjson.dumps(first)) == task(working.run, "ctx_1", history, None)
+    assert encoded.encode(working, None) is first, "a repeated read encodes nothing"
+    assert orjson.loads(orjson.dumps(encoded.encode(working, 0)))["history"] == [], "another historyLength is another encoding"
+    moved = replace(working.run, status="completed", last_sequence=working.run.last_sequence + 1, state=_state("completed"))
+    done = orjson.loads(orjson.dumps(encoded.encode(LiveTask(record, moved, history), None)))
+    assert done["status"]["state"] == "completed", "a commit's new sequence is encoded afresh"

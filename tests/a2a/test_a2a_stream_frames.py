@@ -9,7 +9,10 @@ from typing import Any
 
 import orjson
 
+from starlette.applications import Starlette
+
 from schemas import a2a_validator
+from tether.a2a.endpoint import RpcEndpoint
 from tether.a2a.streams import sse, task_first
 from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
@@ -66,3 +69,53 @@ async def test_idle_streams_send_keepalives_and_wake_on_a_hint() -> None:
     final = json.loads(rest[-1].split(b"data: ", 1)[1])
     assert final["result"]["status"]["state"] == "completed" and final["result"]["final"] is True
     assert host.notifier.subscriber_count == 0, "a finished stream leaves no waiter behind"
+
+
+async def test_a_stream_whose_client_leaves_is_closed_at_once() -> None:
+    """The endpoint notices a disconnect while the stream waits, not at its next write."""
+    closed = asyncio.Event()
+    left = asyncio.Event()
+    sent: list[dict[str, Any]] = []
+
+    async def chunks() -> Any:
+        try:
+            yield b"data: first\n\n"
+            await asyncio.Event().wait()  # a task with nothing more to say for now
+            yield b"data: never\n\n"
+        finally:
+            closed.set()
+
+    async def receive() -> dict[str, Any]:
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    streaming = asyncio.create_task(RpcEndpoint(Starlette(), limit=1024)._stream(receive, send, None, chunks()))
+    async with asyncio.timeout(5):
+        while len(sent) < 2:
+            await asyncio.sleep(0.001)
+    assert sent[0]["type"] == "http.response.start" and sent[1]["body"] == b"data: first\n\n"
+    left.set()
+    await asyncio.wait_for(streaming, 5)  # ends without an error: the client left, nothing failed
+    assert closed.is_set(), "the stream's generators were closed (their subscriptions with them)"
+    assert len(sent) == 2, "nothing is written after the client left"
+
+
+async def test_a_stream_that_ends_completes_the_response_and_stops_watching() -> None:
+    sent: list[dict[str, Any]] = []
+    never = asyncio.Event()
+
+    async def chunks() -> Any:
+        yield b"data: only\n\n"
+
+    async def receive() -> dict[str, Any]:
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await asyncio.wait_for(RpcEndpoint(Starlette(), limit=1024)._stream(receive, send, None, chunks()), 5)
+    assert [m.get("more_body") for m in sent[1:]] == [True, False], "the last write completes the response"

@@ -316,6 +316,18 @@ async def test_resolve_before_the_timeout_disarms_it(env: Env) -> None:
     assert [d["payload"]["action"] for d in after if d["type"] == "approval.received"] == ["accept"]
 
 
+async def test_a_resolve_that_advances_commits_the_rest_of_the_run_with_it(env: Env) -> None:
+    run_id = await env.create("approval-gated", {"prompt": "x"})
+    await env.status(run_id, "waiting-approval")
+    row = await env.engine.resolve(ALICE, run_id, "gate", {"action": "accept"}, advance=True)
+    assert row.status == "completed", "the steps after the gate were committed with the resolution"
+    _, docs = await _assert_consistent(env, run_id)
+    assert _types(docs).count("run.completed") == 1 and _types(docs).count("interrupt.resolved") == 1
+    await env.engine.wait_for(run_id, lambda r: r.last_sequence != row.last_sequence, 0.3)
+    _, again = await _assert_consistent(env, run_id)
+    assert again == docs, "the driver kicked after it found nothing left to do"
+
+
 # --- restarts ---------------------------------------------------------------------------------------------
 
 

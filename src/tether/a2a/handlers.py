@@ -107,16 +107,13 @@ def _not_cancelable(task_id: str, run_status: str) -> TaskNotCancelable:
     return TaskNotCancelable(f"task {task_id!r} is already {state}: it cannot be canceled", data={"state": state})
 
 
-def _digest(message: Message) -> str:
-    return hashlib.sha256(orjson.dumps(message.model_dump(exclude_none=True), option=orjson.OPT_SORT_KEYS)).hexdigest()
+def _digest(dumped: dict[str, Any]) -> str:
+    return hashlib.sha256(orjson.dumps(dumped, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def _history_entry(message: Message, task_id: str, context_id: str) -> dict[str, Any]:
-    """The message as it is kept in the task's history: tied to its task and context."""
-    entry = message.model_dump(exclude_none=True)
-    entry["taskId"] = task_id
-    entry["contextId"] = context_id
-    return entry
+def _history_entry(dumped: dict[str, Any], task_id: str, context_id: str) -> dict[str, Any]:
+    """The message (dumped) as it is kept in the task's history: tied to its task and context."""
+    return {**dumped, "taskId": task_id, "contextId": context_id}
 
 
 class A2AHandlers:
@@ -222,7 +219,8 @@ class A2AHandlers:
         store = self.host.store
         workflow_id = resolve_skill(self.host.registry, self.host.settings.default_skill, message.metadata, params.metadata)
         inputs = message_inputs(message)
-        claim = IdempotencyClaim(f"a2a:message/send:{principal.name}", message.messageId, _digest(message))
+        dumped = message.model_dump(exclude_none=True)
+        claim = IdempotencyClaim(f"a2a:message/send:{principal.name}", message.messageId, _digest(dumped))
         context_id = message.contextId or new_id("ctx_")
         first: list[dict[str, Any]] = []
 
@@ -231,7 +229,7 @@ class A2AHandlers:
 
         def first_message(row: RunRow) -> list[Extra]:
             """The history entry and any push config, written with the run (they need its id)."""
-            first.append(_history_entry(message, row.run_id, context_id))
+            first.append(_history_entry(dumped, row.run_id, context_id))
             extras: list[Extra] = [TaskMessage(row.run_id, message.messageId, first[0], clock.now_iso())]
             if push is not None:
                 extras.append(seal_config(self.host, row.run_id, principal.tenant, push))
@@ -272,7 +270,7 @@ class A2AHandlers:
         interrupt = live.run.state["interrupt"]
         value = reply_value(message, interrupt)
         extras: list[Extra] = [
-            TaskMessage(live.run.run_id, message.messageId, _history_entry(message, live.run.run_id, live.context_id), clock.now_iso())
+            TaskMessage(live.run.run_id, message.messageId, _history_entry(message.model_dump(exclude_none=True), live.run.run_id, live.context_id), clock.now_iso())
         ]
         if push is not None:
             extras.append(seal_config(self.host, live.run.run_id, principal.tenant, push))

@@ -39,18 +39,21 @@ def new_event(run_id: str, sequence: int, type_: str, payload: Any, node_id: str
 class Batch:
     """Events decided on one snapshot, numbered from its sequence, folded as they are added."""
 
-    def __init__(self, row: RunRow, fence: tuple[str, int] | None = None) -> None:
+    def __init__(self, row: RunRow, fence: tuple[str, int] | None = None, *, owned: bool = False) -> None:
+        """``owned``: the row's snapshot belongs to this batch alone (a run being created), so it is not copied."""
         self.row = row
         self.fence = fence
         self.docs: list[dict[str, Any]] = []
         self.state = row.state  # the row's own snapshot until the first event: then a copy
+        self._copied = owned
 
     def add(self, type_: str, payload: Any, node_id: str | None = None, at: str | None = None) -> None:
         doc = new_event(self.row.run_id, self.row.last_sequence + 1 + len(self.docs), type_, payload, node_id, at)
-        if self.docs:
-            apply(self.state, doc)  # already this batch's copy
+        if self._copied:
+            apply(self.state, doc)  # this batch's own snapshot
         else:
             self.state = evolve(self.state, [doc])  # copy once; the row read stays untouched
+            self._copied = True
         self.docs.append(doc)
 
     def commit(self, idempotency: IdempotencyRecord | None = None, *, new: bool = False) -> Commit:

@@ -210,7 +210,7 @@ class Engine:
         run_id = new_id("run_")
         now = clock.now_iso()
         empty = RunRow(run_id, principal.tenant, workflow_id, "pending", -1, initial_snapshot(run_id, workflow_id, now), now, now)
-        batch = Batch(empty)
+        batch = Batch(empty, owned=True)
         payload: dict[str, Any] = {
             "workflowId": workflow_id,
             "inputs": variables,

@@ -13,6 +13,8 @@ checks and has an empty :attr:`WorkflowDefinition.raw`.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import copy
 import json
 import re
@@ -317,19 +319,26 @@ class WorkflowDefinition(_NullFree):
     updatedAt: DateTime | None = None
 
     _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
-    _nodes_by_id: dict[str, Node] = PrivateAttr(default_factory=dict)
-    _incoming: dict[str, tuple[Edge, ...]] = PrivateAttr(default_factory=dict)
-    _outgoing: dict[str, tuple[Edge, ...]] = PrivateAttr(default_factory=dict)
 
-    def model_post_init(self, context: Any, /) -> None:
-        self._nodes_by_id = {node.id: node for node in self.nodes}
-        incoming: dict[str, list[Edge]] = {node_id: [] for node_id in self._nodes_by_id}
-        outgoing: dict[str, list[Edge]] = {node_id: [] for node_id in self._nodes_by_id}
+    # The graph's indexes, built once on first use; plain attributes after that (a private
+    # attribute would cost a pydantic lookup on every scheduling step).
+    @cached_property
+    def nodes_by_id(self) -> dict[str, Node]:
+        return {node.id: node for node in self.nodes}
+
+    @cached_property
+    def _edges_in(self) -> dict[str, tuple[Edge, ...]]:
+        return self._edges_by("targetNodeId")
+
+    @cached_property
+    def _edges_out(self) -> dict[str, tuple[Edge, ...]]:
+        return self._edges_by("sourceNodeId")
+
+    def _edges_by(self, end: str) -> dict[str, tuple[Edge, ...]]:
+        grouped: dict[str, list[Edge]] = {node_id: [] for node_id in self.nodes_by_id}
         for edge in self.edges:
-            outgoing.setdefault(edge.sourceNodeId, []).append(edge)
-            incoming.setdefault(edge.targetNodeId, []).append(edge)
-        self._incoming = {key: tuple(edges) for key, edges in incoming.items()}
-        self._outgoing = {key: tuple(edges) for key, edges in outgoing.items()}
+            grouped.setdefault(getattr(edge, end), []).append(edge)
+        return {key: tuple(edges) for key, edges in grouped.items()}
 
     @property
     def raw(self) -> dict[str, Any]:
@@ -344,19 +353,19 @@ class WorkflowDefinition(_NullFree):
     def node(self, node_id: str) -> Node:
         """The node with this id; KeyError if there is none."""
         try:
-            return self._nodes_by_id[node_id]
+            return self.nodes_by_id[node_id]
         except KeyError:
             raise KeyError(f"workflow {self.id!r} has no node {node_id!r}") from None
 
     def incoming(self, node_id: str) -> list[Edge]:
         """Edges whose target is this node, in definition order."""
         self.node(node_id)
-        return list(self._incoming.get(node_id, ()))
+        return list(self._edges_in.get(node_id, ()))
 
     def outgoing(self, node_id: str) -> list[Edge]:
         """Edges whose source is this node, in definition order."""
         self.node(node_id)
-        return list(self._outgoing.get(node_id, ()))
+        return list(self._edges_out.get(node_id, ()))
 
 
 # --- loading -------------------------------------------------------------------------------

@@ -31,9 +31,10 @@ WHERE status NOT IN ('completed', 'failed', 'cancelled') ORDER BY run_id;
 SELECT run_id, sequence, doc FROM run_events WHERE run_id = ? AND sequence > ? ORDER BY sequence LIMIT ?;
 
 -- name: insert_idempotency
--- Claim an idempotency key; the primary key refuses a second claim.
+-- Claim an idempotency key; a key claimed before inserts nothing (the caller reads who holds it).
 INSERT INTO idempotency (tenant, scope, key, request_digest, run_id, status_code, body, created_at)
-VALUES (:tenant, :scope, :key, :request_digest, :run_id, :status_code, :body, :created_at);
+VALUES (:tenant, :scope, :key, :request_digest, :run_id, :status_code, :body, :created_at)
+ON CONFLICT DO NOTHING;
 
 -- name: get_idempotency
 -- A claimed key and its stored response.

@@ -388,10 +388,7 @@ class SqliteStore:
             webhooks: dict[str, list[WebhookRow]] = {}
             if commit.idempotency is not None:
                 claim = commit.idempotency
-                existing = conn.execute(Q["get_idempotency"], (claim.tenant, claim.scope, claim.key)).fetchone()
-                if existing is not None:
-                    raise IdempotencyClaimed(_idem_row(existing))
-                conn.execute(
+                claimed = conn.execute(
                     Q["insert_idempotency"],
                     {
                         "tenant": claim.tenant,
@@ -404,6 +401,9 @@ class SqliteStore:
                         "created_at": claim.created_at,
                     },
                 )
+                if claimed.rowcount != 1:
+                    existing = conn.execute(Q["get_idempotency"], (claim.tenant, claim.scope, claim.key)).fetchone()
+                    raise IdempotencyClaimed(_idem_row(existing))
             if commit.fence is not None:
                 owner, epoch = commit.fence
                 if conn.execute(Q["check_fence"], (run.run_id, owner, epoch, _now())).fetchone() is None:
