@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 
 from schemas import a2a_validator
 from tether.a2a.endpoint import RpcEndpoint
-from tether.a2a.streams import sse, task_first
+from tether.a2a.streams import StreamProjections, sse, task_first
 from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
 from tether.engine.state import apply, initial_snapshot
@@ -49,7 +49,7 @@ async def test_idle_streams_send_keepalives_and_wake_on_a_hint() -> None:
     store = LogStore()
     notifier = Notifier()
     host: Any = SimpleNamespace(settings=Settings(keepalive_seconds=0.05), store=store, notifier=notifier, logs=RunLogs(store, notifier))  # type: ignore[arg-type]
-    frames = sse("r1", task_first(host, store.row, "ctx_1", [], None, final_on_input_required=False))
+    frames = sse("r1", task_first(host, StreamProjections(), store.row, "ctx_1", [], None, final_on_input_required=False))
     first = await anext(frames)
     assert first.startswith(b"id: 0\ndata: ")
     body = json.loads(first.split(b"data: ", 1)[1])
@@ -119,3 +119,34 @@ async def test_a_stream_that_ends_completes_the_response_and_stops_watching() ->
 
     await asyncio.wait_for(RpcEndpoint(Starlette(), limit=1024)._stream(receive, send, None, chunks()), 5)
     assert [m.get("more_body") for m in sent[1:]] == [True, False], "the last write completes the response"
+
+
+async def test_streams_of_one_run_share_each_projection_and_never_change_a_kept_snapshot() -> None:
+    store = LogStore()
+    notifier = Notifier()
+    host: Any = SimpleNamespace(settings=Settings(keepalive_seconds=30), store=store, notifier=notifier, logs=RunLogs(store, notifier))  # type: ignore[arg-type]
+    projections = StreamProjections()
+    row = store.row
+    streams = [sse(f"r{i}", task_first(host, projections, row, "ctx_1", [], None, final_on_input_required=False)) for i in range(3)]
+    for stream in streams:
+        await anext(stream)  # the Task as it stands
+    store.append("node.started", {"nodeId": "gate"})
+    store.append("node.suspended", {"nodeId": "gate", "interruptId": "int_1", "kind": "approval", "key": "k"})
+    store.append("interrupt.requested", {"kind": "approval", "key": "k", "data": {"prompt": "ok?"}})
+    notifier.publish("run_1")
+    asked = [await asyncio.wait_for(anext(stream), 5) for stream in streams]
+    assert b"input-required" in asked[0]
+    assert len({chunk.replace(b'"id":"r1"', b'"id":"r0"').replace(b'"id":"r2"', b'"id":"r0"') for chunk in asked}) == 1, "the same frames"
+    kept = projections.get("run_1", 3, False)
+    assert kept is not None, "projected once, kept for the other streams"
+    snapshot = json.dumps(kept[1], sort_keys=True)
+    store.append("interrupt.resolved", {"nodeId": "gate", "interruptId": "int_1", "kind": "approval"})
+    store.append("node.completed", {"nodeId": "gate", "outputs": {}})
+    store.append("run.completed", {"outputs": {"payload": "hi"}})
+    notifier.publish("run_1")
+    ended = [await asyncio.wait_for(anext(stream), 5) for stream in streams]
+    assert all(b'"final":true' in chunk for chunk in ended)
+    assert json.dumps(kept[1], sort_keys=True) == snapshot, "a stream going on copied the kept snapshot before changing it"
+    assert json.dumps(row.state, sort_keys=True) == json.dumps(LogStore().row.state, sort_keys=True), "the run row read was never changed"
+    for stream in streams:
+        await stream.aclose()

@@ -23,7 +23,7 @@ from starlette.types import Message, Receive, Scope, Send
 from tether.a2a.capabilities import RPC_PATH, A2ACapabilities, a2a_capabilities
 from tether.a2a.handlers import METHODS, STREAMING_METHODS, A2AHandlers, Stream, required_scope
 from tether.a2a.jsonrpc import InternalError, Rejected, RequestId, RpcError, error_body, parse_request, result_body, rpc_error_from
-from tether.a2a.streams import SSE_HEADERS, error_stream, sse
+from tether.a2a.streams import SSE_HEADERS, StreamProjections, error_stream, sse
 from tether.a2a.tasks import EncodedTasks
 from tether.errors import Forbidden, TetherError
 from tether.host import Host
@@ -72,6 +72,7 @@ class RpcEndpoint:
         self.limit = limit
         self._capabilities: A2ACapabilities | None = None
         self._encoded = EncodedTasks()
+        self._projections = StreamProjections()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != RPC_PATH or scope["method"] != "POST":
@@ -177,7 +178,7 @@ class RpcEndpoint:
         if self._capabilities is None:
             self._capabilities = a2a_capabilities(host.settings)
         try:
-            outcome = await A2AHandlers(host, self._capabilities, self._encoded).handle(principal, call, last_event_id=last_event_id)
+            outcome = await A2AHandlers(host, self._capabilities, self._encoded, self._projections).handle(principal, call, last_event_id=last_event_id)
         except RpcError as error:
             return _refusal(call.id, call.method, error)
         except TetherError as exc:

@@ -42,7 +42,7 @@ from tether.a2a.params import (
 from tether.a2a.push import PushConfigInput, check_push_url, config_view, seal_config
 from tether.a2a.projection import INTERRUPTED, TERMINAL, task, task_state
 from tether.a2a.skills import OUTPUT_MODES, resolve_skill
-from tether.a2a.streams import Frame, parse_after, replay, task_first
+from tether.a2a.streams import Frame, StreamProjections, parse_after, replay, task_first
 from tether.a2a.tasks import A2A_TRANSPORT, EncodedTasks, LiveTask, a2a_metadata, load_task
 from tether.engine import clock
 from tether.engine.engine import IdempotencyClaim, Principal
@@ -119,10 +119,11 @@ def _history_entry(dumped: dict[str, Any], task_id: str, context_id: str) -> dic
 class A2AHandlers:
     """The methods of ``/v1/a2a`` for one host; built per request, holds no state."""
 
-    def __init__(self, host: Host, capabilities: A2ACapabilities, encoded: EncodedTasks) -> None:
+    def __init__(self, host: Host, capabilities: A2ACapabilities, encoded: EncodedTasks, projections: StreamProjections) -> None:
         self.host = host
         self.capabilities = capabilities
         self.encoded = encoded
+        self.projections = projections
 
     async def handle(
         self, principal: Principal, request: RpcRequest, *, last_event_id: str | None = None
@@ -170,7 +171,7 @@ class A2AHandlers:
         if history is None:
             history = await self.host.store.list_task_messages(row.run_id)
         length = params.configuration.historyLength if params.configuration else None
-        return Stream(task_first(self.host, row, context_id, history, length, final_on_input_required=True))
+        return Stream(task_first(self.host, self.projections, row, context_id, history, length, final_on_input_required=True))
 
     async def _inline_push(self, params: SendParams) -> PushConfigInput | None:
         """The push config given with a message, checked by the egress guard before anything is written."""
@@ -339,9 +340,9 @@ class A2AHandlers:
         live = await load_task(self.host.store, params.id, principal.tenant)
         after = parse_after(last_event_id, params.metadata, live.run)
         if after is not None:
-            return Stream(replay(self.host, live.run, live.context_id, after))
+            return Stream(replay(self.host, self.projections, live.run, live.context_id, after))
         history = await self.host.store.list_task_messages(params.id)
-        return Stream(task_first(self.host, live.run, live.context_id, history, None, final_on_input_required=False))
+        return Stream(task_first(self.host, self.projections, live.run, live.context_id, history, None, final_on_input_required=False))
 
     # tasks/pushNotificationConfig/* ---------------------------------------------------------
 

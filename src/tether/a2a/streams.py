@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
+import orjson
+
 from tether.a2a.jsonrpc import (
     InternalError,
     InvalidParams,
@@ -39,12 +41,13 @@ from tether.host import Host
 from tether.ids import new_id
 from tether.store.base import RunRow, Store
 
-__all__ = ["Frame", "SSE_HEADERS", "error_stream", "parse_after", "replay", "sse", "task_first"]
+__all__ = ["Frame", "SSE_HEADERS", "StreamProjections", "error_stream", "parse_after", "replay", "sse", "task_first"]
 
 log = logging.getLogger("tether.a2a")
 
-#: (A2A event, SSE id) — a None event is a keep-alive; the id is set on the last frame of a run event
-Frame = tuple[dict[str, Any] | None, int | None]
+#: (A2A event, SSE id) — a None event is a keep-alive; the id is set on the last frame of a run event.
+#: An event may come encoded already (shared by every stream of its run).
+Frame = tuple[dict[str, Any] | orjson.Fragment | None, int | None]
 
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 _PAGE = 500
@@ -91,13 +94,49 @@ async def _snapshot_at(store: Store, row: RunRow, sequence: int) -> dict[str, An
     return state
 
 
+class StreamProjections:
+    """The A2A events each run event produced, shared by every stream of the run.
+
+    Every stream of a run folds the same events from the same snapshots, so what one run
+    event produces (for streams that do, or do not, end at input-required) is projected
+    and encoded once, by the first stream to reach it, and reused by the others with the
+    snapshot after it. A kept snapshot is never changed: a stream that goes past what is
+    kept copies it first.
+    """
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.capacity = capacity
+        self._kept: dict[tuple[str, int, bool], tuple[list[tuple[bool, orjson.Fragment]], dict[str, Any]]] = {}
+
+    def get(self, task_id: str, sequence: int, final_on_input_required: bool) -> tuple[list[tuple[bool, orjson.Fragment]], dict[str, Any]] | None:
+        return self._kept.get((task_id, sequence, final_on_input_required))
+
+    def keep(
+        self, task_id: str, sequence: int, final_on_input_required: bool, produced: list[dict[str, Any]], state: dict[str, Any]
+    ) -> tuple[list[tuple[bool, orjson.Fragment]], dict[str, Any]]:
+        kept = ([(bool(item.get("final")), orjson.Fragment(orjson.dumps(item))) for item in produced], state)
+        self._kept[(task_id, sequence, final_on_input_required)] = kept
+        if len(self._kept) > self.capacity:
+            del self._kept[next(iter(self._kept))]
+        return kept
+
+
 async def _follow(
-    host: Host, task_id: str, context_id: str, after: int, state: dict[str, Any], *, final_on_input_required: bool
+    host: Host,
+    projections: StreamProjections,
+    task_id: str,
+    context_id: str,
+    after: int,
+    state: dict[str, Any],
+    *,
+    own: bool,
+    final_on_input_required: bool,
 ) -> AsyncIterator[list[Frame]]:
     """The A2A events of the run events after ``after``, live, until a final one.
 
     They come a read at a time, so that a stream writes everything one commit produced
-    at once. ``state`` is the snapshot at ``after`` (it is advanced in place).
+    at once. ``state`` is the snapshot at ``after``; ``own``: the stream may change it
+    (otherwise it is copied before the first change).
     """
     follower = host.logs.follow(task_id, after, host.settings.keepalive_seconds)
     async with aclosing(follower.pages()) as pages:  # leaving early unsubscribes at once
@@ -107,12 +146,19 @@ async def _follow(
                 continue
             frames: list[Frame] = []
             for event in page:
-                doc = event.doc
-                before = status_view(state)
-                apply(state, doc)
-                produced = updates(task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required)
-                frames += [(item, event.sequence if index == len(produced) - 1 else None) for index, item in enumerate(produced)]
-                if produced and produced[-1].get("final"):
+                kept = projections.get(task_id, event.sequence, final_on_input_required)
+                if kept is None:
+                    if not own:
+                        state = copy.deepcopy(state)
+                    doc = event.doc
+                    before = status_view(state)
+                    apply(state, doc)
+                    produced = updates(task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required)
+                    kept = projections.keep(task_id, event.sequence, final_on_input_required, produced, state)
+                encoded, state = kept
+                own = False
+                frames += [(item, event.sequence if index == len(encoded) - 1 else None) for index, (_, item) in enumerate(encoded)]
+                if encoded and encoded[-1][0]:  # final
                     yield frames
                     return
             if frames:
@@ -121,7 +167,14 @@ async def _follow(
 
 
 async def task_first(
-    host: Host, row: RunRow, context_id: str, history: list[dict[str, Any]], history_length: int | None, *, final_on_input_required: bool
+    host: Host,
+    projections: StreamProjections,
+    row: RunRow,
+    context_id: str,
+    history: list[dict[str, Any]],
+    history_length: int | None,
+    *,
+    final_on_input_required: bool,
 ) -> AsyncIterator[list[Frame]]:
     """The Task as it is at ``row``, then its updates after that sequence.
 
@@ -132,21 +185,23 @@ async def task_first(
     state_now = task_state(row.status)
     if state_now in TERMINAL or (state_now in INTERRUPTED and final_on_input_required):
         return
-    async for frames in _follow(host, row.run_id, context_id, row.last_sequence, copy.deepcopy(row.state), final_on_input_required=final_on_input_required):
+    async for frames in _follow(
+        host, projections, row.run_id, context_id, row.last_sequence, row.state, own=False, final_on_input_required=final_on_input_required
+    ):
         yield frames
 
 
-async def replay(host: Host, row: RunRow, context_id: str, after: int) -> AsyncIterator[list[Frame]]:
+async def replay(host: Host, projections: StreamProjections, row: RunRow, context_id: str, after: int) -> AsyncIterator[list[Frame]]:
     """Exactly the updates of the run events after ``after`` (no Task first), then live ones.
 
     ``after`` must be a sequence the run has reached (see :func:`parse_after`).
     """
     state = await _snapshot_at(host.store, row, after)
-    async for frames in _follow(host, row.run_id, context_id, after, state, final_on_input_required=False):
+    async for frames in _follow(host, projections, row.run_id, context_id, after, state, own=True, final_on_input_required=False):
         yield frames
 
 
-def _frame_bytes(request_id: RequestId, payload: dict[str, Any] | None, sequence: int | None) -> bytes:
+def _frame_bytes(request_id: RequestId, payload: dict[str, Any] | orjson.Fragment | None, sequence: int | None) -> bytes:
     if payload is None:
         return b": keepalive\n\n"
     prefix = b"id: %d\n" % sequence if sequence is not None else b""

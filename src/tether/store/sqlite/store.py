@@ -111,13 +111,15 @@ class _Job:
         self.loop = loop
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+def _settle(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    """Resolve a batch's futures of one event loop (called in that loop, once per batch)."""
+    for future, result, error in outcomes:
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
 
 
 def _run_row(row: tuple[Any, ...]) -> RunRow:
@@ -338,8 +340,11 @@ class SqliteStore:
             failure = StoreUnavailable(f"SQLite write failed: {exc}")
             failure.__cause__ = exc
             outcomes = [(None, failure) for _ in batch]
+        settled: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
         for job, (result, error) in zip(batch, outcomes):
-            job.loop.call_soon_threadsafe(_settle, job.future, result, error)
+            settled.setdefault(job.loop, []).append((job.future, result, error))
+        for loop, results in settled.items():  # one wake-up of each loop per batch, not one per job
+            loop.call_soon_threadsafe(_settle, results)
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._state != "open":
