@@ -72,10 +72,11 @@ class Profile:
     rest_settle_s: float
     rest_window_s: float
     idle_window_s: float
+    quiet_s: float  # before each wrk run, wait up to this long for the machine to be quiet
 
 
-FULL = Profile("full", 2, 6, (1, 32, 256), 32, 500, 200, 20, 200, (100, 1000), 3, (1000, 10000), 3.0, 10.0, 3.0)
-QUICK = Profile("quick", 0, 1, (1, 32, 256), 32, 20, 10, 2, 10, (10, 50), 1, (20, 100), 0.3, 1.0, 0.5)
+FULL = Profile("full", 2, 6, (1, 32, 256), 32, 500, 200, 20, 200, (100, 1000), 3, (1000, 10000), 3.0, 10.0, 3.0, 30.0)
+QUICK = Profile("quick", 0, 1, (1, 32, 256), 32, 20, 10, 2, 10, (10, 50), 1, (20, 100), 0.3, 1.0, 0.5, 0.0)
 
 
 def log(message: str) -> None:
@@ -253,6 +254,7 @@ class Bench:
 
     def wrk(self, name: str, method: str, connections: int, duration: int, ids_file: Path | None = None) -> dict[str, Any]:
         server = self.running[name]
+        waited = srv.quiet(timeout=self.profile.quiet_s) if self.profile.quiet_s else 0.0
         with srv.Background(server.pid) as background:
             result = loadgen.run_wrk(
                 server.rpc_url,
@@ -266,6 +268,7 @@ class Bench:
             )
         result["server_cpu_pct"] = background.server_pct
         result["others_cpu_pct"] = background.others_pct
+        result["quiet_wait_s"] = round(waited, 1)
         return result
 
     # message/send ------------------------------------------------------------------------

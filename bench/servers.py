@@ -140,6 +140,21 @@ def cpu_percent(pid: int, seconds: float) -> float | None:
     return round(100 * (end_cpu - start_cpu) / (end - start), 3)
 
 
+def quiet(*, below_pct: float = 15.0, window: float = 0.5, timeout: float = 30.0) -> float:
+    """Wait until the whole machine uses under ``below_pct`` of a core over ``window``; returns seconds waited.
+
+    Before a measurement: a database still checkpointing, or a server still tearing down
+    the last scenario's connections, would otherwise take its share of the two cores.
+    """
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        busy0, t0 = system_busy_seconds(), time.monotonic()
+        time.sleep(window)
+        if 100 * (system_busy_seconds() - busy0) / (time.monotonic() - t0) < below_pct:
+            break
+    return time.monotonic() - start
+
+
 def settle(pid: int, *, below_pct: float = 5.0, window: float = 0.2, timeout: float = 10.0) -> float:
     """Wait until the process uses under ``below_pct`` of a core over ``window``; returns seconds waited."""
     start = time.monotonic()

@@ -57,7 +57,17 @@ def main(argv: list[str] | None = None) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    config = uvicorn.Config(make_app(url), log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(
+        make_app(url),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+        # what Tether's serve sets (tether/app.py), so that the stack is the same to the header
+        date_header=False,
+        server_header=False,
+        proxy_headers=False,
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 

@@ -263,6 +263,8 @@ def serve(settings: Settings) -> None:
         access_log=False,
         timeout_graceful_shutdown=5,
         lifespan="on",
-        date_header=False,
+        date_header=False,  # DateHeader and the A2A endpoint stamp it, with no 10 Hz tick
+        server_header=False,  # no need to tell strangers what serves them
+        proxy_headers=False,  # every URL Tether gives out comes from --public-url, never X-Forwarded-*
     )
     Server(config).run(sockets=[sock])

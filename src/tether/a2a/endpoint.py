@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from tether.a2a.capabilities import RPC_PATH, A2ACapabilities, a2a_capabilities
+from tether.a2a.capabilities import RPC_PATH, a2a_capabilities
 from tether.a2a.handlers import METHODS, STREAMING_METHODS, A2AHandlers, Stream, required_scope
 from tether.a2a.jsonrpc import InternalError, Rejected, RequestId, RpcError, error_body, parse_request, result_body, rpc_error_from
 from tether.a2a.streams import SSE_HEADERS, StreamProjections, error_stream, sse
@@ -70,9 +70,7 @@ class RpcEndpoint:
     def __init__(self, app: Starlette, limit: int) -> None:
         self.app = app
         self.limit = limit
-        self._capabilities: A2ACapabilities | None = None
-        self._encoded = EncodedTasks()
-        self._projections = StreamProjections()
+        self._handlers: A2AHandlers | None = None  # made with the host, on the first call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != RPC_PATH or scope["method"] != "POST":
@@ -175,10 +173,10 @@ class RpcEndpoint:
             correlation = new_id("err_")
             log.exception("A2A authentication failed [%s]", correlation)
             return envelope(500, "internal_error", "the host failed to check this request's key", {"correlationId": correlation})
-        if self._capabilities is None:
-            self._capabilities = a2a_capabilities(host.settings)
+        if self._handlers is None or self._handlers.host is not host:
+            self._handlers = A2AHandlers(host, a2a_capabilities(host.settings), EncodedTasks(), StreamProjections())
         try:
-            outcome = await A2AHandlers(host, self._capabilities, self._encoded, self._projections).handle(principal, call, last_event_id=last_event_id)
+            outcome = await self._handlers.handle(principal, call, last_event_id=last_event_id)
         except RpcError as error:
             return _refusal(call.id, call.method, error)
         except TetherError as exc:

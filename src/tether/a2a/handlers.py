@@ -117,7 +117,7 @@ def _history_entry(dumped: dict[str, Any], task_id: str, context_id: str) -> dic
 
 
 class A2AHandlers:
-    """The methods of ``/v1/a2a`` for one host; built per request, holds no state."""
+    """The methods of ``/v1/a2a`` for one host; one per host, it keeps only encodings and projections."""
 
     def __init__(self, host: Host, capabilities: A2ACapabilities, encoded: EncodedTasks, projections: StreamProjections) -> None:
         self.host = host
