@@ -10,6 +10,8 @@ reconnect with ``Last-Event-ID`` resumes after whole run events: no gap, no dupl
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import copy
 import logging
 from collections.abc import AsyncIterator
@@ -106,7 +108,7 @@ class StreamProjections:
 
     def __init__(self, capacity: int = 1024) -> None:
         self.capacity = capacity
-        self._kept: dict[tuple[str, int, bool], tuple[list[tuple[bool, orjson.Fragment]], dict[str, Any]]] = {}
+        self._kept: OrderedDict[tuple[str, int, bool], tuple[list[tuple[bool, orjson.Fragment]], dict[str, Any]]] = OrderedDict()
 
     def get(self, task_id: str, sequence: int, final_on_input_required: bool) -> tuple[list[tuple[bool, orjson.Fragment]], dict[str, Any]] | None:
         return self._kept.get((task_id, sequence, final_on_input_required))
@@ -117,7 +119,7 @@ class StreamProjections:
         kept = ([(bool(item.get("final")), orjson.Fragment(orjson.dumps(item))) for item in produced], state)
         self._kept[(task_id, sequence, final_on_input_required)] = kept
         if len(self._kept) > self.capacity:
-            del self._kept[next(iter(self._kept))]
+            self._kept.popitem(last=False)
         return kept
 
 

@@ -8,6 +8,8 @@ write: a crash can never leave a stale ``working`` behind a run paused at a gate
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -95,7 +97,7 @@ class EncodedTasks:
 
     def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
-        self._kept: dict[str, tuple[tuple[int, int | None], orjson.Fragment]] = {}
+        self._kept: OrderedDict[str, tuple[tuple[int, int | None], orjson.Fragment]] = OrderedDict()
 
     def encode(self, live: LiveTask, history_length: int | None) -> orjson.Fragment:
         version = (live.run.last_sequence, history_length)
@@ -103,8 +105,8 @@ class EncodedTasks:
         if kept is not None and kept[0] == version:
             return kept[1]
         fragment = orjson.Fragment(orjson.dumps(task(live.run, live.context_id, live.history or [], history_length)))
-        self._kept.pop(live.run.run_id, None)
         self._kept[live.run.run_id] = (version, fragment)
+        self._kept.move_to_end(live.run.run_id)
         if len(self._kept) > self.capacity:
-            del self._kept[next(iter(self._kept))]
+            self._kept.popitem(last=False)
         return fragment

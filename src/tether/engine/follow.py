@@ -15,6 +15,8 @@ be handed a read from before the commit that woke it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import asyncio
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -39,7 +41,7 @@ class RunLogs:
         self.notifier = notifier
         self._reading: dict[_ReadKey, asyncio.Future[list[EventRow]]] = {}
         #: per followed run, the last events this host committed to it, consecutive
-        self._recent: dict[str, list[EventRow]] = {}
+        self._recent: OrderedDict[str, list[EventRow]] = OrderedDict()
 
     def committed(self, commit: Commit) -> None:
         """Keep what a commit added to a followed run (call it once the commit is durable, before the wake-up)."""
@@ -53,7 +55,7 @@ class RunLogs:
         recent.extend(commit.events)
         del recent[:-_RECENT]
         if len(self._recent) > _RECENT_RUNS:
-            del self._recent[next(iter(self._recent))]
+            self._recent.popitem(last=False)
 
     def follow(self, run_id: str, after: int, keepalive: float) -> Follower:
         return Follower(self, run_id, after, keepalive)

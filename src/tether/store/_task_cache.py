@@ -10,6 +10,8 @@ never patched from a guess.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +28,11 @@ class TaskEntry:
 
 
 class TaskCache:
-    def __init__(self, capacity: int = 4096) -> None:
+    #: recent tasks are what is read again; every entry is an object graph the garbage
+    #: collector walks on each full collection, so the cache stays small
+    def __init__(self, capacity: int = 1024) -> None:
         self.capacity = capacity
-        self._entries: dict[str, TaskEntry] = {}
+        self._entries: OrderedDict[str, TaskEntry] = OrderedDict()
         #: commits applied so far: a read that saw some commit land meanwhile is not kept
         self.commits = 0
 
@@ -63,7 +67,7 @@ class TaskCache:
 
     def _put(self, entry: TaskEntry) -> None:
         entries = self._entries
-        entries.pop(entry.run.run_id, None)
         entries[entry.run.run_id] = entry
+        entries.move_to_end(entry.run.run_id)
         if len(entries) > self.capacity:
-            del entries[next(iter(entries))]
+            entries.popitem(last=False)
