@@ -123,3 +123,14 @@ def test_a_second_host_on_one_sqlite_file_is_refused(tmp_path: Path) -> None:
         second.kill()
         first.close_clients()
         second.close_clients()
+
+
+def test_a_first_start_makes_its_data_directory(tmp_path: Path) -> None:
+    fresh = tmp_path / "not" / "yet"
+    host = HostProcess(tmp_path / "h", "--data-dir", str(fresh))  # the later --data-dir wins
+    try:
+        host.start()
+        assert (fresh / "tether.db").exists() and host.http(host.dev_key).get("/v1/runs").status_code == 200
+    finally:
+        host.kill()
+        host.close_clients()

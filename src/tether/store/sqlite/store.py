@@ -254,6 +254,7 @@ class SqliteStore:
         second host on the same file would break that, so it is refused here, and the
         lock ends with the process (or at ``close``).
         """
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # a first start makes its data directory
         lock_path = self.path.with_name(self.path.name + ".host-lock")
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
