@@ -219,7 +219,7 @@ def serve(settings: Settings) -> None:
     import uvicorn
 
     class Server(uvicorn.Server):
-        """uvicorn's server, silent at rest, and a handled SIGTERM/SIGINT exits with status 0.
+        """uvicorn's server, silent at rest; a handled SIGTERM/SIGINT ends open streams and exits with status 0.
 
         uvicorn wakes ten times a second to refresh its Date header and look for an exit
         request; on these machines every wake-up of an idle process costs milliseconds,
@@ -235,6 +235,14 @@ def serve(settings: Settings) -> None:
             self._exit_requested = asyncio.Event()
             if not await self.on_tick(0):
                 await self._exit_requested.wait()
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Streams never end on their own; ended now, their responses complete and the
+            # server need not wait out its graceful timeout (clients re-attach with Last-Event-ID).
+            host = getattr(asgi.app.state, "host", None)
+            if host is not None:
+                host.logs.stop()
+            await super().shutdown(sockets)
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             super().handle_exit(sig, frame)
@@ -257,8 +265,9 @@ def serve(settings: Settings) -> None:
     sock.bind((settings.host, settings.port))
     sock.listen(2048)  # connections wait in the backlog while the lifespan starts up
     settings = replace(settings, port=sock.getsockname()[1])
+    asgi = build_app(settings)
     config = uvicorn.Config(
-        build_app(settings),
+        asgi,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=5,

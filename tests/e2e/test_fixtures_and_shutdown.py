@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
+
+import httpx
 
 from harness import HostProcess, wait_until
 from schemas import fixtures_dir
@@ -134,3 +137,41 @@ def test_a_first_start_makes_its_data_directory(tmp_path: Path) -> None:
     finally:
         host.kill()
         host.close_clients()
+
+
+def test_sigterm_ends_open_streams_cleanly_and_at_once(host: HostProcess, key: str) -> None:
+    """A stream never ends by itself; on shutdown its response completes (no cut connection,
+    no task cancelled after the graceful timeout), and its client re-attaches elsewhere."""
+    message = {"kind": "message", "role": "user", "messageId": "m-stop", "parts": [{"kind": "text", "text": "x"}], "metadata": {"skillId": "approval-gated"}}
+    sent = host.http(key).post("/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}})
+    task_id = sent.json()["result"]["id"]
+    outcome: list[object] = []
+    attached = threading.Semaphore(0)
+
+    def follow() -> None:
+        frames: list[str] = []
+        try:
+            with httpx.Client(base_url=host.url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as client:
+                body = {"jsonrpc": "2.0", "id": 2, "method": "tasks/resubscribe", "params": {"id": task_id}}
+                with client.stream("POST", "/v1/a2a", json=body) as response:
+                    for line in response.iter_lines():
+                        if line.startswith("data:"):
+                            frames.append(line)
+                            if len(frames) == 1:
+                                attached.release()
+            outcome.append(frames)
+        except httpx.HTTPError as exc:
+            outcome.append(exc)
+            attached.release()
+
+    streams = [threading.Thread(target=follow) for _ in range(3)]
+    for stream in streams:
+        stream.start()
+    for _ in streams:
+        assert attached.acquire(timeout=30), "a stream never got the task's first event"
+    assert host.stop() == 0
+    for stream in streams:
+        stream.join(15)
+    assert len(outcome) == 3 and all(isinstance(frames, list) and len(frames) == 1 for frames in outcome), outcome
+    log = host.log()
+    assert "Traceback" not in log and "timeout graceful shutdown exceeded" not in log, log[-2000:]

@@ -2,8 +2,9 @@
 
 The store is the payload and the notifier only a hint: a follower clears its wake-up,
 reads the events after the last sequence it gave out, and waits. It ends once the run is
-terminal and everything has been read, and says when a keep-alive is due (no byte
-written for ``keepalive`` seconds), which the caller reports back through ``wrote``.
+terminal and everything has been read, or when the host shuts down, and says when a
+keep-alive is due (no byte written for ``keepalive`` seconds), which the caller reports
+back through ``wrote``.
 
 Followers read through one :class:`RunLogs` per host, so a thousand streams on one
 task woken by one commit make one read of the store, not a thousand; and none at all
@@ -40,6 +41,8 @@ class RunLogs:
         self.store = store
         self.notifier = notifier
         self._reading: dict[_ReadKey, asyncio.Future[list[EventRow]]] = {}
+        #: set when the host shuts down: every follower ends at once (its client re-attaches elsewhere)
+        self.stopping = False
         #: per followed run, the last events this host committed to it, consecutive
         self._recent: OrderedDict[str, list[EventRow]] = OrderedDict()
 
@@ -56,6 +59,11 @@ class RunLogs:
         del recent[:-_RECENT]
         if len(self._recent) > _RECENT_RUNS:
             self._recent.popitem(last=False)
+
+    def stop(self) -> None:
+        """End every follower now, before the server waits for its connections to close."""
+        self.stopping = True
+        self.notifier.publish_all()
 
     def follow(self, run_id: str, after: int, keepalive: float) -> Follower:
         return Follower(self, run_id, after, keepalive)
@@ -98,7 +106,7 @@ class Follower:
         notifier = self.logs.notifier
         self._written = loop.time()
         with notifier.subscribe(self.run_id) as wake:
-            while True:
+            while not self.logs.stopping:
                 wake.clear()
                 events = await self.logs.after(self.run_id, self.last)
                 if events:

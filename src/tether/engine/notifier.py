@@ -87,6 +87,12 @@ class Notifier:
                 if not waiters:
                     del self._waiters[run_id]
 
+    def publish_all(self) -> None:
+        """Wake every observer of every run (the host is shutting down)."""
+        for waiters in self._waiters.values():
+            for wake in waiters:
+                wake.set()
+
     def observed(self, run_id: str) -> bool:
         """Whether anyone waits for news of ``run_id``."""
         return run_id in self._waiters
