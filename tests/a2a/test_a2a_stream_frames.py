@@ -119,6 +119,8 @@ async def test_a_stream_that_ends_completes_the_response_and_stops_watching() ->
 
     await asyncio.wait_for(RpcEndpoint(Starlette(), limit=1024)._stream(receive, send, None, chunks()), 5)
     assert [m.get("more_body") for m in sent[1:]] == [True, False], "the last write completes the response"
+    await asyncio.sleep(0)  # let the cancelled disconnect watcher finish
+    assert asyncio.all_tasks() == {asyncio.current_task()}, "the disconnect watcher does not outlive the stream"
 
 
 async def test_streams_of_one_run_share_each_projection_and_never_change_a_kept_snapshot() -> None:

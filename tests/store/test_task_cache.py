@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from store_records import NOW, TENANT, advance, create_run, run_row
+from tether.errors import Conflict
 from tether.store._task_cache import TaskCache, TaskEntry
 from tether.store.base import Commit, TaskMessage, TaskRecord
 from tether.store.sqlite import SqliteStore
@@ -65,7 +66,7 @@ async def test_a_task_read_from_disk_is_kept_and_then_followed(writer: SqliteSto
 
 async def test_a_failed_commit_changes_nothing_in_memory(writer: SqliteStore) -> None:
     run = await create_run(writer, "run_c3", extras=[record("run_c3", "working"), TaskMessage("run_c3", "m1", {"text": "once"}, NOW)])
-    with pytest.raises(Exception):
+    with pytest.raises(Conflict):
         await advance(writer, run, extras=[TaskMessage("run_c3", "m1", {"text": "again"}, NOW)])
     await assert_same(writer, "run_c3")
 

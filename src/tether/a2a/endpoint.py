@@ -129,13 +129,14 @@ class RpcEndpoint:
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE, *self._headers(trace)]})
         streaming = asyncio.current_task()
         assert streaming is not None
-        state = {"ended": False, "left": False}
+        ended = left = False
 
         async def watch() -> None:
+            nonlocal left
             while (await receive())["type"] != "http.disconnect":
                 pass
-            if not state["ended"]:
-                state["left"] = True
+            if not ended:
+                left = True
                 streaming.cancel()
 
         watcher = asyncio.ensure_future(watch())
@@ -143,14 +144,14 @@ class RpcEndpoint:
             async with aclosing(chunks):  # type: ignore[type-var]
                 async for chunk in chunks:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            state["ended"] = True
+            ended = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
-            if not state["left"]:
+            if not left:
                 raise
             streaming.uncancel()  # the client left: the stream is over, nothing failed
         finally:
-            state["ended"] = True
+            ended = True
             watcher.cancel()
 
     async def _answer(
@@ -173,7 +174,7 @@ class RpcEndpoint:
             correlation = new_id("err_")
             log.exception("A2A authentication failed [%s]", correlation)
             return envelope(500, "internal_error", "the host failed to check this request's key", {"correlationId": correlation})
-        if self._handlers is None or self._handlers.host is not host:
+        if self._handlers is None:
             self._handlers = A2AHandlers(host, a2a_capabilities(host.settings), EncodedTasks(), StreamProjections())
         try:
             outcome = await self._handlers.handle(principal, call, last_event_id=last_event_id)

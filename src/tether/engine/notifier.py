@@ -33,6 +33,19 @@ class Wake:
     def is_set(self) -> bool:
         return self._set
 
+    async def wait(self, seconds: float) -> bool:
+        """Until set (True) or ``seconds`` pass (False): one future and one timer, no task."""
+        if self._set:
+            return True
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(seconds, _expire, waiter)
+        try:
+            return await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
 
 def _expire(waiter: asyncio.Future[bool]) -> None:
     if not waiter.done():
@@ -50,24 +63,14 @@ class Notifier:
         """Wait for a wake-up for at most ``timeout`` seconds (and at most ``fallback``).
 
         Returns False only when ``timeout`` itself passed with no wake-up; a fallback
-        expiry returns True, so the caller re-reads the store as if woken. (One future
-        and one timer per wait: a thousand streams woken at once cost a thousand
-        callbacks, not three thousand tasks' worth of steps.)
+        expiry returns True, so the caller re-reads the store as if woken.
         """
         if wake.is_set():
             return True
         if timeout <= 0:
             return False
         bound = timeout if self.fallback is None else min(timeout, self.fallback)
-        loop = asyncio.get_running_loop()
-        waiter = wake._waiter = loop.create_future()
-        timer = loop.call_later(bound, _expire, waiter)
-        try:
-            woken = await waiter
-        finally:
-            timer.cancel()
-            wake._waiter = None
-        return woken or bound < timeout
+        return await wake.wait(bound) or bound < timeout
 
     def publish(self, run_id: str) -> None:
         self.published += 1
