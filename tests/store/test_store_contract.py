@@ -123,6 +123,59 @@ async def test_concurrent_transitions_from_one_sequence_let_exactly_one_win(stor
     assert [e.sequence for e in await store.read_events(run.run_id)] == [0, 1]
 
 
+async def test_refusals_among_concurrent_commits_write_nothing_and_cost_the_others_nothing(store: Store) -> None:
+    """Commits that arrive together share a transaction (SQLite writes their rows with one
+    INSERT per table); each refusal is still reported precisely and writes nothing."""
+    existing = await create_run(store)
+    await create_run(store, idempotency=claim("taken", "first"))
+    await create_run(store, extras=[TaskRecord("task_seen", TENANT, "key:alice", "ctx", {"n": 0}, NOW),
+                                     TaskMessage("task_seen", "m1", {"text": "first"}, NOW)])
+    moving = await create_run(store)
+
+    def full(run_id: str) -> Commit:
+        return Commit(run_row(run_id, last_sequence=1), [event(run_id, 0), event(run_id, 1)], None, claim(f"k-{run_id}", run_id), [
+            TaskRecord(run_id, TENANT, "key:alice", "ctx", {"state": "completed"}, NOW),
+            TaskMessage(run_id, "m1", {"text": run_id}, NOW),
+            callback_fanout(run_id),
+        ])
+
+    async def landed_whole(run_ids: list[str]) -> None:
+        for run_id in run_ids:
+            stored = await store.get_run(run_id)
+            assert stored is not None and stored.last_sequence == 1
+            assert [e.sequence for e in await store.read_events(run_id)] == [0, 1]
+            task = await store.get_task(run_id)
+            assert task is not None and task.record == {"state": "completed"}
+            assert await store.list_task_messages(run_id) == [{"text": run_id}]
+            assert (await store.get_idempotency(TENANT, "runs.create", f"k-{run_id}")) is not None
+        assert sorted(d.run_id for d in await store.list_deliveries(None, None) if d.run_id in run_ids) == sorted(run_ids)
+
+    together = [new_id("run_") for _ in range(12)]
+    assert await asyncio.gather(*(store.commit(full(run_id)) for run_id in together)) == [1] * len(together)
+    await landed_whole(together)
+
+    fresh = [new_id("run_") for _ in range(12)]
+    duplicate_id = Commit(run_row(existing.run_id), [event(existing.run_id, 0)], None)
+    claimed_key = Commit(run_row(new_id("run_")), [event("unused", 0)], None, claim("taken", "second"), [callback_fanout("unused")])
+    duplicate_message = Commit(run_row(new_id("run_")), [], None, None, [TaskMessage("task_seen", "m1", {"text": "again"}, NOW)])
+    stale = Commit(run_row(moving.run_id, status="completed", last_sequence=1), [event(moving.run_id, 1)], 7)
+    commits = [full(fresh[0]), duplicate_id, *map(full, fresh[1:6]), claimed_key, stale, *map(full, fresh[6:]), duplicate_message]
+    outcomes = await asyncio.gather(*(store.commit(c) for c in commits), return_exceptions=True)
+
+    refusals = [o for o in outcomes if isinstance(o, BaseException)]
+    assert [type(o) for o in refusals] == [SequenceConflict, IdempotencyClaimed, SequenceConflict, Conflict], outcomes
+    assert isinstance(refusals[1], IdempotencyClaimed) and refusals[1].existing.run_id == "first"
+    assert isinstance(refusals[3], Conflict) and refusals[3].code == "message_already_recorded"
+    assert sum(1 for o in outcomes if o == 1) == len(fresh)  # each full commit enqueued its callback
+    await landed_whole(fresh)
+    assert sorted(d.run_id for d in await store.list_deliveries(None, None)) == sorted(together + fresh)
+    assert (await store.get_run(existing.run_id)) == existing
+    assert await store.list_task_messages("task_seen") == [{"text": "first"}]
+    assert await store.get_run(claimed_key.run.run_id) is None and await store.read_events("unused") == []
+    assert await store.get_run(duplicate_message.run.run_id) is None
+    assert [e.sequence for e in await store.read_events(moving.run_id)] == [0]
+
+
 async def test_creating_a_run_that_exists_is_a_sequence_conflict(store: Store) -> None:
     run = await create_run(store)
     with pytest.raises(SequenceConflict):
@@ -145,6 +198,13 @@ async def test_events_come_back_byte_identical(store: Store) -> None:
     assert await store.read_events(run_id, after=1) == events[2:]
     assert await store.read_events(run_id, after=0, limit=2) == events[1:3]
     assert await store.read_events(run_id, after=3) == []
+
+
+async def test_a_commit_of_more_events_than_one_statement_takes_lands_whole(store: Store) -> None:
+    run_id = new_id("run_")
+    events = [event(run_id, i) for i in range(1_234)]
+    await store.commit(Commit(run_row(run_id, last_sequence=1_233), events, None))
+    assert await store.read_events(run_id, limit=2_000) == events
 
 
 async def test_list_runs_filters_pages_newest_first_within_a_tenant(store: Store) -> None:

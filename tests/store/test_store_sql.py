@@ -1,5 +1,5 @@
-"""The PostgreSQL store's SQL files: every query it names exists, is used and prepares,
-and its migrations keep the SQLite store's version numbers."""
+"""The stores' SQL files: every query a store names exists and is used (and, for
+PostgreSQL, prepares), and PostgreSQL's migrations keep the SQLite store's version numbers."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import tether.store.postgres as postgres_package
 from tether.store.postgres import PostgresStore
 from tether.store.postgres._driver import Q
 from tether.store.postgres._migrate import migration_files
+from tether.store.sqlite import store as sqlite_store
 from tether.store.sqlite.store import MIGRATIONS_DIR as SQLITE_MIGRATIONS
 
 PACKAGE_DIR = Path(postgres_package.__file__).parent
@@ -35,6 +36,13 @@ def test_every_query_the_code_names_exists_and_every_query_is_used() -> None:
     assert used, "the pattern found no query names: update _USES"
     assert sorted(used - set(Q)) == []
     assert sorted(set(Q) - used) == []
+
+
+def test_every_sqlite_query_the_store_names_exists_and_every_one_is_used() -> None:
+    used = set(re.findall(r"""Q\["(\w+)"\]""", Path(sqlite_store.__file__).read_text(encoding="utf-8")))
+    assert used, "the pattern found no query names: update it"
+    assert sorted(used - set(sqlite_store.Q)) == []
+    assert sorted(set(sqlite_store.Q) - used) == []
 
 
 def test_migrations_keep_the_sqlite_version_numbers() -> None:

@@ -1,17 +1,7 @@
--- name: insert_run
--- Create a run's projection row.
-INSERT INTO runs (run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at)
-VALUES (:run_id, :tenant, :workflow_id, :status, :last_sequence, :state, :created_at, :updated_at, :due_at)
-ON CONFLICT (run_id) DO NOTHING;
-
 -- name: update_run
 -- Compare-and-swap on the sequence the transition was decided on.
 UPDATE runs SET status = :status, last_sequence = :last_sequence, state = :state, updated_at = :updated_at, due_at = :due_at
 WHERE run_id = :run_id AND last_sequence = :expected_sequence;
-
--- name: insert_event
--- Append one event; the primary key refuses a duplicate sequence.
-INSERT INTO run_events (run_id, sequence, doc) VALUES (:run_id, :sequence, :doc);
 
 -- name: get_run
 -- One run by id.
@@ -29,12 +19,6 @@ WHERE status NOT IN ('completed', 'failed', 'cancelled') ORDER BY run_id;
 -- name: read_events
 -- Events after a sequence, in order.
 SELECT run_id, sequence, doc FROM run_events WHERE run_id = ? AND sequence > ? ORDER BY sequence LIMIT ?;
-
--- name: insert_idempotency
--- Claim an idempotency key; a key claimed before inserts nothing (the caller reads who holds it).
-INSERT INTO idempotency (tenant, scope, key, request_digest, run_id, status_code, body, created_at)
-VALUES (:tenant, :scope, :key, :request_digest, :run_id, :status_code, :body, :created_at)
-ON CONFLICT DO NOTHING;
 
 -- name: get_idempotency
 -- A claimed key and its stored response.
@@ -71,12 +55,6 @@ ON CONFLICT (workflow_id) DO UPDATE SET definition = excluded.definition, source
 -- Every stored definition.
 SELECT workflow_id, definition, source, updated_at FROM workflows ORDER BY workflow_id;
 
--- name: upsert_task
--- Write a task's A2ATaskState (it is a projection: the newest commit wins).
-INSERT INTO a2a_tasks (task_id, tenant, principal, context_id, record, updated_at)
-VALUES (:task_id, :tenant, :principal, :context_id, :record, :updated_at)
-ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at;
-
 -- name: get_task
 -- One task record.
 SELECT task_id, tenant, principal, context_id, record, updated_at FROM a2a_tasks WHERE task_id = ?;
@@ -84,10 +62,6 @@ SELECT task_id, tenant, principal, context_id, record, updated_at FROM a2a_tasks
 -- name: get_task_for_tenant
 -- One task record, only if it belongs to the tenant.
 SELECT task_id, tenant, principal, context_id, record, updated_at FROM a2a_tasks WHERE task_id = ? AND tenant = ?;
-
--- name: insert_task_message
--- Append a message to a task's history.
-INSERT INTO a2a_messages (task_id, message_id, message, created_at) VALUES (:task_id, :message_id, :message, :created_at);
 
 -- name: list_task_messages
 -- A task's history, oldest first.
@@ -130,11 +104,6 @@ SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, create
 -- name: delete_webhook
 -- Unsubscribe.
 DELETE FROM webhooks WHERE tenant = ? AND webhook_id = ?;
-
--- name: insert_delivery
--- Enqueue one delivery.
-INSERT INTO outbox (delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, body, final, status, attempts, next_attempt_at, last_error, created_at, updated_at)
-VALUES (:delivery_id, :tenant, :kind, :target_id, :stream_key, :run_id, :sequence, :url, :body, :final, 'pending', 0, :next_attempt_at, NULL, :created_at, :created_at);
 
 -- name: due_deliveries
 -- Due pending deliveries that head their stream.
