@@ -377,6 +377,27 @@ async def test_webhooks_put_get_and_delete_only_within_their_tenant(store: Store
 # fan-out and the outbox ---------------------------------------------------------------------------
 
 
+async def test_fan_out_follows_webhooks_registered_and_deleted_between_commits(store: Store) -> None:
+    run = await create_run(store)
+
+    def completed(sequence: int) -> Fanout:
+        return Fanout("webhook", TENANT, run.run_id, sequence, b"{}", event_type="run.completed")
+
+    run, enqueued = await advance(store, run, extras=[completed(1)])
+    assert enqueued == 0
+    await store.put_webhook(webhook("wh_late", events=["run.completed"]))
+    run, enqueued = await advance(store, run, extras=[completed(2)])
+    assert enqueued == 1
+    await store.put_webhook(webhook("wh_second", events=["run.completed"]))
+    assert await store.delete_webhook(TENANT, "wh_late") is True
+    run, enqueued = await advance(store, run, extras=[completed(3)])
+    assert enqueued == 1
+    assert await store.delete_webhook(TENANT, "wh_second") is True
+    run, enqueued = await advance(store, run, extras=[completed(4)])
+    assert enqueued == 0
+    assert sorted((d.target_id, d.sequence) for d in await store.list_deliveries(TENANT, None)) == [("wh_late", 2), ("wh_second", 3)]
+
+
 async def test_fan_out_enqueues_one_delivery_per_matching_subscriber(store: Store) -> None:
     for config_id in ("p1", "p2"):
         await store.put_push_config(push_config("task_1", config_id))

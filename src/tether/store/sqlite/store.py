@@ -183,8 +183,8 @@ def _fan_out(
     """Add one outbox row to ``rows`` per subscriber that matches (read inside the
     caller's transaction); how many.
 
-    ``webhooks``: each tenant's webhooks as this transaction read them, so a transaction
-    of many commits reads them once. ``new_configs``: when the commit creates the run, its
+    ``webhooks``: each tenant's webhooks as the writer last read them (kept by the store),
+    filled here when a tenant's are not known. ``new_configs``: when the commit creates the run, its
     task's push configs are those the commit itself registers (as config id, url): a
     config can only be set on a task that exists.
     """
@@ -240,8 +240,9 @@ class SqliteStore:
         self._conns_lock = threading.Lock()
         #: every commit passes through this process, so the tasks it read or wrote lately are kept
         self._tasks = TaskCache()
-        #: each tenant's webhooks as the current write transaction read them (writer thread only)
-        self._webhooks_read: dict[str, list[WebhookRow]] = {}
+        #: each tenant's webhooks as the writer last read them (writer thread only): a
+        #: webhook write forgets its tenant's, a transaction that does not commit all
+        self._webhooks: dict[str, list[WebhookRow]] = {}
         self._host_lock: int | None = None
 
     def __repr__(self) -> str:
@@ -349,8 +350,7 @@ class SqliteStore:
             if outcomes is None:
                 outcomes = self._transaction(conn, batch, isolated=True)
         except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            self._rollback(conn)
             failure = StoreUnavailable(f"SQLite write failed: {exc}")
             failure.__cause__ = exc
             outcomes = [(None, failure) for _ in batch]
@@ -367,7 +367,6 @@ class SqliteStore:
         so a refusal is that job's outcome. Otherwise commits are grouped, and a refusal
         undoes everything and answers None: the batch must run again, isolated.
         """
-        self._webhooks_read = {}
         conn.execute("BEGIN IMMEDIATE")
         outcomes: list[tuple[Any, BaseException | None]] = []
         grouped: list[_rows.Rows] = []
@@ -399,15 +398,19 @@ class SqliteStore:
         except Exception:
             if isolated:
                 raise
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            self._rollback(conn)
             return None
         if isolated and not savepoints and outcomes[0][1] is not None:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")  # the lone job refused: nothing of it is kept
+            self._rollback(conn)  # the lone job refused: nothing of it is kept
             return outcomes
         conn.execute("COMMIT")
         return outcomes
+
+    def _rollback(self, conn: sqlite3.Connection) -> None:
+        """Undo the open transaction, and forget what it may have read of its own writes."""
+        self._webhooks.clear()
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T], prepare: Callable[[sqlite3.Connection], _rows.Rows] | None = None) -> T:
         if self._state != "open":
@@ -489,7 +492,7 @@ class SqliteStore:
                     conn.execute(Q["upsert_push_config"], _push_params(extra))
                 else:
                     known = new_configs if extra.task_id == run.run_id else None
-                    prepared.enqueued += _fan_out(conn, extra, run.updated_at, self._webhooks_read, known, prepared)
+                    prepared.enqueued += _fan_out(conn, extra, run.updated_at, self._webhooks, known, prepared)
             return prepared
 
         def write(conn: sqlite3.Connection) -> int:
@@ -718,7 +721,7 @@ class SqliteStore:
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(Q["insert_webhook"], params)
-            self._webhooks_read.pop(row.tenant, None)
+            self._webhooks.pop(row.tenant, None)
 
         await self._write(write)
 
@@ -731,7 +734,7 @@ class SqliteStore:
 
     async def delete_webhook(self, tenant: str, webhook_id: str) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
-            self._webhooks_read.pop(tenant, None)
+            self._webhooks.pop(tenant, None)
             return conn.execute(Q["delete_webhook"], (tenant, webhook_id)).rowcount > 0
 
         return await self._write(write)
