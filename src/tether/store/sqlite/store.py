@@ -444,11 +444,9 @@ class SqliteStore:
         state = orjson.dumps(run.state)
         rows = _rows.Rows()
         claim = commit.idempotency
+        claim_row = None
         if claim is not None:
-            rows.add(
-                _rows.IDEMPOTENCY,
-                (claim.tenant, claim.scope, claim.key, claim.request_digest, claim.run_id, claim.status_code, orjson.dumps(claim.body), claim.created_at),
-            )
+            claim_row = (claim.tenant, claim.scope, claim.key, claim.request_digest, claim.run_id, claim.status_code, orjson.dumps(claim.body), claim.created_at)
         creates = commit.expected_sequence is None
         if creates:
             rows.add(_rows.RUNS, (run.run_id, run.tenant, run.workflow_id, run.status, run.last_sequence, state, run.created_at, run.updated_at, run.due_at))
@@ -468,8 +466,8 @@ class SqliteStore:
         # creates has only those the commit itself registers, and nothing needs to be read.
         new_configs = [(x.config_id, x.url) for x in later if isinstance(x, PushConfigRow) and x.task_id == run.run_id] if creates else None
 
-        def prepare(conn: sqlite3.Connection) -> _rows.Rows:
-            """Run what cannot wait for the batch's inserts; the commit's rows, with its deliveries."""
+        def unclaimed(conn: sqlite3.Connection) -> _rows.Rows:
+            """Run what cannot wait for the inserts; the commit's rows but its claim, with its deliveries."""
             if commit.fence is not None:
                 owner, epoch = commit.fence
                 if conn.execute(Q["check_fence"], (run.run_id, owner, epoch, _now())).fetchone() is None:
@@ -495,15 +493,20 @@ class SqliteStore:
                     prepared.enqueued += _fan_out(conn, extra, run.updated_at, self._webhooks, known, prepared)
             return prepared
 
+        def prepare(conn: sqlite3.Connection) -> _rows.Rows:
+            """The commit's rows, its claim among them, for the batch's inserts."""
+            prepared = unclaimed(conn)
+            if claim_row is not None:
+                prepared.add(_rows.IDEMPOTENCY, claim_row)
+            return prepared
+
         def write(conn: sqlite3.Connection) -> int:
             """The commit on its own: every refusal said precisely, the claim checked first."""
             if claim is not None:
-                claimed = conn.execute(_rows.IDEMPOTENCY.sql(1), rows.by_table[_rows.IDEMPOTENCY][0])
-                if claimed.rowcount != 1:
+                if conn.execute(_rows.IDEMPOTENCY.sql(1), claim_row).rowcount != 1:
                     existing = conn.execute(Q["get_idempotency"], (claim.tenant, claim.scope, claim.key)).fetchone()
                     raise IdempotencyClaimed(_idem_row(existing))
-            prepared = prepare(conn)
-            prepared.by_table.pop(_rows.IDEMPOTENCY, None)
+            prepared = unclaimed(conn)
             try:
                 _rows.insert(conn, [prepared])
             except _rows.Refused as refused:
@@ -734,8 +737,9 @@ class SqliteStore:
 
     async def delete_webhook(self, tenant: str, webhook_id: str) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
+            deleted = conn.execute(Q["delete_webhook"], (tenant, webhook_id)).rowcount > 0
             self._webhooks.pop(tenant, None)
-            return conn.execute(Q["delete_webhook"], (tenant, webhook_id)).rowcount > 0
+            return deleted
 
         return await self._write(write)
 
