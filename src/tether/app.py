@@ -90,7 +90,7 @@ async def load_registry(settings: Settings, store: Store) -> WorkflowRegistry:
     if settings.workflows_dir is not None:
         registry.add(folder_workflows(settings.workflows_dir), "dir")
     if settings.seed_fixtures is not None:
-        from tether.engine import clock
+        from tether import clock
 
         for file in sorted(settings.seed_fixtures.glob("*.json")):
             wf = load_workflow_file(file)

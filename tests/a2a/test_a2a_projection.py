@@ -14,7 +14,8 @@ import tether.a2a
 from schemas import a2a_validator, openwop_validator
 from tether.a2a.projection import RUN_TO_TASK_STATE, status_view, task, task_record, task_state, updates
 from tether.a2a.tasks import EncodedTasks, LiveTask, project_task_record
-from tether.engine.state import ACTIVE, TERMINAL, apply, initial_snapshot
+from tether.engine.state import apply, initial_snapshot
+from tether.types import ACTIVE, TERMINAL
 from tether.store.base import RunRow, TaskRecord
 
 FINAL_TABLE = {

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from tether.egress.outbox import OutboxWorker, RetrySchedule
-from tether.engine import clock
+from tether import clock
 from tether.secrets import SecretBox
 from tether.store.base import Commit, EventRow, Fanout, PushConfigRow, RunRow, WebhookRow
 from tether.store.sqlite import SqliteStore

@@ -17,10 +17,12 @@ import pytest
 
 from schemas import openwop_validator
 from tether.auth.keys import ALL_SCOPES
-from tether.engine.engine import Engine, Principal
+from tether.engine.engine import Engine
+from tether.types import Principal
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows
-from tether.engine.state import TERMINAL, fold
+from tether.engine.state import fold
+from tether.types import TERMINAL
 from tether.engine.workflow import load_workflow
 from tether.errors import Conflict, Unprocessable
 from tether.store.base import RunRow

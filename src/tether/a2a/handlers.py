@@ -44,8 +44,9 @@ from tether.a2a.projection import INTERRUPTED, TERMINAL, task, task_state
 from tether.a2a.skills import OUTPUT_MODES, resolve_skill
 from tether.a2a.streams import Frame, StreamProjections, parse_after, replay, task_first
 from tether.a2a.tasks import A2A_TRANSPORT, EncodedTasks, LiveTask, a2a_metadata, load_task
-from tether.engine import clock
-from tether.engine.engine import IdempotencyClaim, Principal
+from tether import clock
+from tether.engine.engine import IdempotencyClaim
+from tether.types import Principal
 from tether.errors import Conflict, TetherError
 from tether.host import Host
 from tether.ids import new_id

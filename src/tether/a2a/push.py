@@ -19,7 +19,7 @@ from tether.a2a.jsonrpc import InvalidParams
 from tether.a2a.projection import INTERRUPTED, TERMINAL, status_view, task
 from tether.a2a.tasks import A2A_TRANSPORT, context_of
 from tether.egress.guard import EgressRefused
-from tether.engine import clock
+from tether import clock
 from tether.engine.engine import Projector
 from tether.host import Host
 from tether.ids import new_id

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH, a2a_capabilities
 from tether.a2a.card import agent_card
 from tether.a2a.push import push_record
-from tether.engine.engine import Principal
+from tether.types import Principal
 from tether.errors import NotFound
 from tether.openwop.deps import host_of, require
 from tether.openwop.responses import json_response

@@ -20,7 +20,7 @@ from tether.a2a.push import PushConfigInput, check_push_url, push_record, seal_c
 from tether.egress.guard import EgressGuard, EgressPolicy, EgressRefused
 from tether.a2a.projection import INTERRUPTED, TERMINAL, task_state
 from tether.a2a.tasks import A2A_TRANSPORT, a2a_metadata
-from tether.engine.engine import Principal
+from tether.types import Principal
 from tether.errors import InvalidInput, NotFound
 from tether.openwop.deps import host_of, json_body, json_object, require
 from tether.openwop.responses import json_response

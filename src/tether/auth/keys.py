@@ -14,8 +14,8 @@ import re
 import secrets
 import time
 
-from tether.engine import clock
-from tether.engine.engine import Principal
+from tether import clock
+from tether.types import Principal
 from tether.errors import InvalidInput, Unauthenticated
 from tether.store.base import KeyRow, Store
 

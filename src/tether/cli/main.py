@@ -324,7 +324,7 @@ def keys_list(data_dir: Path, database_url: str | None) -> None:
 @store_options
 def keys_revoke(name: str, data_dir: Path, database_url: str | None) -> None:
     """Revoke the active key NAME; a running host refuses it within seconds."""
-    from tether.engine.clock import now_iso
+    from tether.clock import now_iso
 
     revoked = _with_store(data_dir, database_url, lambda store: store.revoke_key(name, now_iso()))
     if not revoked:

@@ -24,7 +24,7 @@ import orjson
 from cryptography.exceptions import InvalidTag
 
 from tether.egress.signing import sign_webhook
-from tether.engine import clock
+from tether import clock
 from tether.errors import TetherError
 from tether.secrets import SecretBox
 from tether.store._fanout import push_stream_task

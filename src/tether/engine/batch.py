@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from tether import __version__
-from tether.engine import clock
+from tether import clock
 from tether.engine.state import apply, evolve
 from tether.ids import new_id
 from tether.store.base import Commit, EventRow, IdempotencyRecord, RunRow

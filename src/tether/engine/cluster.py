@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from tether.engine import clock
+from tether import clock
 from tether.store.base import Store
 
 log = logging.getLogger("tether.cluster")

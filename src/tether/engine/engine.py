@@ -16,18 +16,20 @@ from dataclasses import dataclass
 from typing import Any
 
 
-from tether.engine import clock, hitl
+from tether import clock
+from tether.engine import hitl
 from tether.engine.batch import ENGINE_VERSION, Batch, duration_ms, ms
 from tether.engine.resolution import resolution_events
 from tether.engine.nodes import HANDLERS, Completed, Failed, NodeContext, Outcome, Sleep, Suspend
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
 from tether.engine.scheduler import Execute, Fail, Finish, Skip, Wait, node_outputs, plan, resolve_inputs
-from tether.engine.state import CANCEL_REQUESTED, TERMINAL, WAITING, initial_snapshot
+from tether.engine.state import CANCEL_REQUESTED, initial_snapshot
 from tether.engine.workflow import WorkflowDefinition, validate_inputs
 from tether.errors import Conflict, InvalidInput, NotFound, SequenceConflict, Unprocessable
 from tether.ids import new_id
 from tether.engine.cluster import Cluster, LeaseSettings
+from tether.types import TERMINAL, WAITING, Principal
 from tether.store.base import Commit, Extra, IdempotencyClaimed, IdempotencyRecord, LeaseLost, RunRow, Store
 
 #: Called with (run before, run after, the events) for every commit; what it returns is
@@ -37,18 +39,6 @@ Projector = Callable[[RunRow | None, RunRow, list[dict[str, Any]]], list[Extra]]
 log = logging.getLogger("tether.engine")
 
 _MAX_RETRIES = 50
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is asking: the tenant that owns what they create, and an opaque name."""
-
-    tenant: str
-    name: str
-    scopes: frozenset[str] = frozenset()
-
-    def can(self, scope: str) -> bool:
-        return scope in self.scopes
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.engine import clock, hitl
+from tether import clock
+from tether.engine import hitl
 from tether.engine.batch import Batch
 from tether.errors import InvalidInput
 

@@ -11,11 +11,10 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
+from tether.types import TERMINAL, WAITING
+
 Snapshot = dict[str, Any]
 
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
-WAITING = frozenset({"waiting-approval", "waiting-input", "waiting-external"})
-ACTIVE = frozenset({"pending", "running", "paused", "cancelling"}) | WAITING
 
 #: interrupt kind -> the run status while it waits
 WAITING_STATUS_BY_KIND = {

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from fastapi import Request
 
-from tether.engine.engine import Principal
+from tether.types import Principal
 from tether.errors import Forbidden, InvalidInput, TetherError
 from tether.host import Host
 

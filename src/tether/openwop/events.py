@@ -14,12 +14,12 @@ import orjson
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response, StreamingResponse
 
-from tether.engine.engine import Principal
+from tether.types import Principal
 from tether.errors import InvalidInput, UnsupportedStreamMode
 from tether.host import Host
 from tether.openwop.deps import host_of, require
 from tether.openwop.runs import load_run
-from tether.store.base import TERMINAL_STATUSES
+from tether.types import TERMINAL
 
 router = APIRouter(tags=["events"])
 
@@ -119,7 +119,7 @@ async def poll_events(
         while True:
             wake.clear()
             events = await host.store.read_events(run_id, after, 1000)
-            if events or row.status in TERMINAL_STATUSES:
+            if events or row.status in TERMINAL:
                 break
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -128,11 +128,11 @@ async def poll_events(
             row = await load_run(request, run_id, principal)
     row = await load_run(request, run_id, principal)
     last = events[-1].sequence if events else max(after, -1)
-    complete = row.status in TERMINAL_STATUSES and last >= row.last_sequence
+    complete = row.status in TERMINAL and last >= row.last_sequence
     body = b'{"events":[%s],"isComplete":%s,"isTerminal":%s,"runStatus":"%s","lastEventSeq":%d}' % (
         b",".join(e.doc_json for e in events),
         b"true" if complete else b"false",
-        b"true" if row.status in TERMINAL_STATUSES else b"false",
+        b"true" if row.status in TERMINAL else b"false",
         row.status.encode(),
         row.last_sequence,
     )

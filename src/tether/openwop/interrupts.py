@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from tether.engine.engine import Principal
+from tether.types import Principal
 from tether.errors import Conflict, Forbidden
 from tether.openwop.deps import body_schema, host_of, json_body, parse_model
 from tether.openwop.models import ERRORS, ResolveRequest

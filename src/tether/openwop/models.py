@@ -6,10 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RunStatus = Literal[
-    "pending", "running", "paused", "waiting-approval", "waiting-input", "waiting-external",
-    "completed", "failed", "cancelling", "cancelled",
-]
+from tether.types import RunStatus
+
 
 
 class CreateRunRequest(BaseModel):

@@ -11,7 +11,8 @@ import orjson
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
-from tether.engine.engine import IdempotencyClaim, Principal
+from tether.engine.engine import IdempotencyClaim
+from tether.types import Principal
 from tether.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tether.openwop.deps import body_schema, host_of, json_body, parse_model, require
 from tether.openwop.models import (

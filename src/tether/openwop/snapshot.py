@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.engine import clock
+from tether import clock
 from tether.engine.batch import ENGINE_VERSION
-from tether.engine.engine import Principal
+from tether.types import Principal
 from tether.openwop.tokens import TokenSigner
 from tether.store.base import RunRow
 

@@ -12,8 +12,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
-from tether.engine import clock
-from tether.engine.engine import Principal
+from tether import clock
+from tether.types import Principal
 from tether.errors import Forbidden, InvalidInput, NotFound
 from tether.ids import new_id
 from tether.openwop.deps import body_schema, host_of, json_body, parse_model, require

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from tether.engine.engine import Principal
+from tether.types import Principal
 from tether.openwop.deps import host_of, require
 from tether.openwop.models import ERRORS
 from tether.openwop.responses import json_response

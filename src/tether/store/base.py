@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 import orjson
 
-TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+from tether.types import TERMINAL, RunStatus
+
 
 
 @dataclass(slots=True)
@@ -24,7 +25,7 @@ class RunRow:
     run_id: str
     tenant: str
     workflow_id: str
-    status: str
+    status: RunStatus
     last_sequence: int
     state: dict[str, Any]
     created_at: str
@@ -34,7 +35,7 @@ class RunRow:
 
     @property
     def is_terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
+        return self.status in TERMINAL
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ from datetime import timedelta
 
 import orjson
 
-from tether.engine.clock import iso, now
+from tether.clock import iso, now
 from tether.errors import Conflict, SequenceConflict, StoreUnavailable
 from tether.store._task_cache import TaskCache, TaskEntry
 from tether.store._fanout import push_stream_task

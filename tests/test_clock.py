@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tether.engine import clock
+from tether import clock
 
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 

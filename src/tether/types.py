@@ -1,0 +1,47 @@
+"""The kinds every layer shares: who is asking, and the vocabulary of run statuses.
+
+Nothing here imports from the rest of Tether, so the store, the engine and both HTTP
+surfaces can all depend on it without depending on each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal, get_args
+
+__all__ = ["ACTIVE", "RUN_STATUSES", "TERMINAL", "WAITING", "Principal", "RunStatus"]
+
+#: The ten statuses of an OpenWOP run (``run-snapshot.schema.json``). The SQL that filters
+#: by status is checked against these sets by a test, so a new status cannot be missed there.
+RunStatus = Literal[
+    "pending",
+    "running",
+    "paused",
+    "waiting-approval",
+    "waiting-input",
+    "waiting-external",
+    "completed",
+    "failed",
+    "cancelling",
+    "cancelled",
+]
+RUN_STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
+
+#: statuses that absorb: nothing changes a run any more
+TERMINAL: Final[frozenset[RunStatus]] = frozenset({"completed", "failed", "cancelled"})
+#: statuses in which a run waits at an interrupt for someone to answer
+WAITING: Final[frozenset[RunStatus]] = frozenset({"waiting-approval", "waiting-input", "waiting-external"})
+#: statuses of a run that is not over: a restart resumes every one of them
+ACTIVE: Final[frozenset[RunStatus]] = frozenset(status for status in RUN_STATUSES if status not in TERMINAL)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is asking: the tenant that owns what they create, and an opaque name."""
+
+    tenant: str
+    name: str
+    scopes: frozenset[str] = frozenset()
+
+    def can(self, scope: str) -> bool:
+        return scope in self.scopes
