@@ -38,13 +38,16 @@ from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_workflows
 from tether.engine.workflow import load_workflow_file
-from tether.host import Host
 from tether.ids import new_id
 from tether.egress.service import build_egress
-from tether.openwop import discovery, errors, events, interrupts, runs, webhooks, workflows
+from tether.http import errors
+from tether.openwop import discovery, events, interrupts, runs, webhooks, workflows
+from tether.openwop.surface import RestSurface
+from tether.a2a.capabilities import a2a_capabilities
+from tether.a2a.surface import A2ASurface
 from tether.openwop.callbacks import callback_projector
 from tether.openwop.webhooks import webhook_fanout
-from tether.openwop.middleware import BodyLimit, DateHeader, TraceparentEcho
+from tether.http.middleware import BodyLimit, DateHeader, TraceparentEcho
 from tether.openwop.tokens import TokenSigner
 from tether.settings import Settings
 from tether.store import open_store
@@ -127,54 +130,86 @@ async def ensure_dev_key(store: Store) -> str | None:
     return await create_key(store, "dev")
 
 
+def open_store_for(settings: Settings) -> Store:
+    """The store the settings name; a SQLite store also takes its data directory's host lock."""
+    store = open_store(data_dir=str(settings.data_dir), database_url=settings.database_url)
+    if isinstance(store, SqliteStore):
+        try:
+            store.serve()
+        except StoreInUse as taken:
+            print(f"tether: error: {taken}", file=sys.stderr, flush=True)
+            raise
+    return store
+
+
 def build_app(settings: Settings) -> RpcEndpoint:
-    """The ASGI app: the A2A endpoint in front of the REST app, whose lifespan opens the store and engine."""
+    """The ASGI app: the A2A endpoint in front of the REST app, whose lifespan builds and runs the host.
+
+    Start-up goes in the order below and shut-down in reverse, both owned by one exit
+    stack: the store closes last, after the engine and the outbox have stopped.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = open_store(data_dir=str(settings.data_dir), database_url=settings.database_url)
-        if isinstance(store, SqliteStore):
-            try:
-                store.serve()
-            except StoreInUse as taken:
-                print(f"tether: error: {taken}", file=sys.stderr, flush=True)
-                raise
-        await store.open()
-        try:
-            registry = await load_registry(settings, store)
-            notifier = Notifier(fallback=settings.fallback_poll_seconds if store.shared else None)
-            engine = Engine(
-                store, registry, notifier, owner=host_identity(settings.data_dir), leases=LeaseSettings(settings.lease_seconds)
-            )
-            engine.projectors.append(project_task_record)
-            engine.projectors.append(webhook_fanout)
-            engine.projectors.append(push_projector(settings.push_body))
+        async with contextlib.AsyncExitStack() as stack:
+            store = open_store_for(settings)
+            await store.open()
+            stack.push_async_callback(store.close)
             key = host_secret(settings.host_key_path)
             try:
                 await check_host_key(store, key, settings.host_key_path)
             except HostKeyMismatch as mismatch:
                 print(f"tether: error: {mismatch}", file=sys.stderr, flush=True)
                 raise
-            egress = build_egress(settings, store, key, owner=engine.owner)
+            registry = await load_registry(settings, store)
+            notifier = Notifier(fallback=settings.fallback_poll_seconds if store.shared else None)
+            owner = host_identity(settings.data_dir)
+            egress = build_egress(settings, store, key, owner=owner)
             signer = TokenSigner(key, settings.interrupt_token_ttl)
-            engine.projectors.append(callback_projector(signer, settings))
-            engine.on_commit.append(lambda commit, enqueued: egress.worker.wake() if enqueued else None)
             logs = RunLogs(store, notifier)
-            engine.on_commit.append(lambda commit, enqueued: logs.committed(commit))
-            host = Host(
-                settings=settings,
-                store=store,
-                registry=registry,
-                notifier=notifier,
-                engine=engine,
-                verifier=KeyVerifier(store, settings.key_cache_seconds),
-                signer=signer,
-                egress=egress,
-                logs=logs,
+            engine = Engine(
+                store,
+                registry,
+                notifier,
+                # what every commit writes beside its events and run row, in its transaction
+                projectors=[
+                    project_task_record,
+                    webhook_fanout,
+                    push_projector(settings.push_body),
+                    callback_projector(signer, settings),
+                ],
+                # what learns of each durable commit, before observers are woken
+                on_commit=[
+                    lambda commit, enqueued: egress.worker.wake() if enqueued else None,
+                    lambda commit, enqueued: logs.committed(commit),
+                ],
+                owner=owner,
+                leases=LeaseSettings(settings.lease_seconds),
             )
-            app.state.host = host
+            verifier = KeyVerifier(store, settings.key_cache_seconds)
+            a2a = a2a_capabilities(settings)
+            app.state.verifier = verifier
+            app.state.logs = logs
+            app.state.a2a = A2ASurface(settings, store, engine, registry, logs, verifier, egress.guard, egress.box)
+            app.state.rest = RestSurface(
+                settings,
+                store,
+                engine,
+                registry,
+                notifier,
+                logs,
+                signer,
+                egress.guard,
+                egress.box,
+                egress.worker,
+                transports=a2a.transports,
+                families={"a2a": a2a.discovery_block()},
+            )
             dev_key = await ensure_dev_key(store)
+            stack.callback(print, "tether: stopped; every acknowledged run is on disk", flush=True)
+            stack.push_async_callback(egress.close)
             resumed = await engine.start()
+            stack.push_async_callback(engine.stop)
             egress.start()
             if dev_key is not None:
                 print(f"tether: first start, created API key 'dev' (shown once):\n{dev_key}", flush=True)
@@ -185,14 +220,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
             gc.set_threshold(50_000, 20, 100)
             gc.freeze()
             print(f"tether: resumed {resumed} unfinished run(s); serving on {settings.base_url}", flush=True)
-            try:
-                yield
-            finally:
-                await engine.stop()
-                await egress.close()
-                print("tether: stopped; every acknowledged run is on disk", flush=True)
-        finally:
-            await store.close()
+            yield
 
     app = FastAPI(
         title="Tether",
@@ -204,8 +232,16 @@ def build_app(settings: Settings) -> RpcEndpoint:
         redoc_url=None,
     )
     errors.install(app)
-    routers = [discovery.router, workflows.router, runs.router, events.router, interrupts.router, webhooks.router, a2a_routes.router]
-    routers.append(a2a_seams.router if settings.enable_test_seams else a2a_seams.absent_router)
+    routers = [
+        discovery.router,
+        workflows.router,
+        runs.router,
+        events.router,
+        interrupts.router,
+        webhooks.router,
+        a2a_routes.router,
+        a2a_seams.router if settings.enable_test_seams else a2a_seams.absent_router,
+    ]
     for router in routers:
         app.include_router(router)
     app.add_middleware(TraceparentEcho)
@@ -239,9 +275,9 @@ def serve(settings: Settings) -> None:
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             # Streams never end on their own; ended now, their responses complete and the
             # server need not wait out its graceful timeout (clients re-attach with Last-Event-ID).
-            host = getattr(asgi.app.state, "host", None)
-            if host is not None:
-                host.logs.stop()
+            logs = getattr(asgi.app.state, "logs", None)
+            if logs is not None:
+                logs.stop()
             await super().shutdown(sockets)
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:

@@ -26,10 +26,10 @@ from tether.a2a.jsonrpc import InternalError, Rejected, RequestId, RpcError, err
 from tether.a2a.streams import SSE_HEADERS, StreamProjections, error_stream, sse
 from tether.a2a.tasks import EncodedTasks
 from tether.errors import Forbidden, TetherError
-from tether.host import Host
+from tether.a2a.surface import A2ASurface
 from tether.ids import new_id
-from tether.openwop.errors import envelope
-from tether.openwop.middleware import http_date, too_large_body, well_formed_traceparent
+from tether.http.errors import envelope
+from tether.http.middleware import http_date, too_large_body, well_formed_traceparent
 
 __all__ = ["RpcEndpoint"]
 
@@ -64,7 +64,7 @@ async def _body(receive: Receive, limit: int) -> bytes:
 class RpcEndpoint:
     """ASGI middleware: answers ``POST /v1/a2a`` itself and passes everything else to ``app``.
 
-    ``app`` is the REST app; its lifespan puts the running host on ``app.state.host``.
+    ``app`` is the REST app; its lifespan puts the A2A surface on ``app.state.a2a``.
     """
 
     def __init__(self, app: Starlette, limit: int) -> None:
@@ -92,7 +92,7 @@ class RpcEndpoint:
         except _TooLarge:
             await self._send(send, trace, 413, too_large_body(RPC_PATH, self.limit), close=True)
             return
-        answer = await self._answer(self.app.state.host, authorization, last_event_id, body)
+        answer = await self._answer(self.app.state.a2a, authorization, last_event_id, body)
         if isinstance(answer, bytes):
             await self._send(send, trace, 200, answer)
         elif isinstance(answer, Response):
@@ -155,11 +155,11 @@ class RpcEndpoint:
             watcher.cancel()
 
     async def _answer(
-        self, host: Host, authorization: str | None, last_event_id: str | None, body: bytes
+        self, a2a: A2ASurface, authorization: str | None, last_event_id: str | None, body: bytes
     ) -> bytes | Response | AsyncIterator[bytes]:
         """One JSON-RPC 2.0 request (batches are refused with a single -32600)."""
         try:
-            principal = await host.verifier.verify(authorization)
+            principal = await a2a.verifier.verify(authorization)
             call = parse_request(body, METHODS)
             scope = required_scope(call)
             if scope is not None and not principal.can(scope):
@@ -175,7 +175,7 @@ class RpcEndpoint:
             log.exception("A2A authentication failed [%s]", correlation)
             return envelope(500, "internal_error", "the host failed to check this request's key", {"correlationId": correlation})
         if self._handlers is None:
-            self._handlers = A2AHandlers(host, a2a_capabilities(host.settings), EncodedTasks(), StreamProjections())
+            self._handlers = A2AHandlers(a2a, a2a_capabilities(a2a.settings), EncodedTasks(), StreamProjections())
         try:
             outcome = await self._handlers.handle(principal, call, last_event_id=last_event_id)
         except RpcError as error:

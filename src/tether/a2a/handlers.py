@@ -3,8 +3,8 @@
 ``message/send`` without a ``taskId`` starts a run of the named skill; with one, it
 answers the run's pending interrupt. Either way the user's message is stored as task
 history in the same commit, a repeated ``messageId`` changes nothing, and the answer is
-the Task projected from the run. Domain errors become JSON-RPC errors here, through
-:func:`tether.a2a.jsonrpc.rpc_error_from`.
+the Task projected from the run. Domain errors (``TetherError``) propagate: the endpoint
+turns them into JSON-RPC errors in one place, :func:`tether.a2a.jsonrpc.rpc_error_from`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from tether.a2a.jsonrpc import (
     RpcRequest,
     TaskNotCancelable,
     UnsupportedOperation,
-    rpc_error_from,
 )
 from tether.a2a.params import (
     DeletePushParams,
@@ -47,8 +46,8 @@ from tether.a2a.tasks import A2A_TRANSPORT, EncodedTasks, LiveTask, a2a_metadata
 from tether import clock
 from tether.engine.engine import IdempotencyClaim
 from tether.types import Principal
-from tether.errors import Conflict, TetherError
-from tether.host import Host
+from tether.errors import Conflict
+from tether.a2a.surface import A2ASurface
 from tether.ids import new_id
 from tether.store.base import Extra, RunRow, TaskMessage
 
@@ -120,8 +119,8 @@ def _history_entry(dumped: dict[str, Any], task_id: str, context_id: str) -> dic
 class A2AHandlers:
     """The methods of ``/v1/a2a`` for one host; one per host, it keeps only encodings and projections."""
 
-    def __init__(self, host: Host, capabilities: A2ACapabilities, encoded: EncodedTasks, projections: StreamProjections) -> None:
-        self.host = host
+    def __init__(self, a2a: A2ASurface, capabilities: A2ACapabilities, encoded: EncodedTasks, projections: StreamProjections) -> None:
+        self.a2a = a2a
         self.capabilities = capabilities
         self.encoded = encoded
         self.projections = projections
@@ -161,18 +160,18 @@ class A2AHandlers:
         blocking = config is None or config.blocking is not False
         row, context_id, history = await self._deliver(principal, params, advance=blocking)
         if blocking and not _settled(row):
-            row = await self.host.engine.wait_for(row.run_id, _settled, self.host.settings.a2a_request_timeout) or row
+            row = await self.a2a.engine.wait_for(row.run_id, _settled, self.a2a.settings.a2a_request_timeout) or row
         if history is None:
-            history = await self.host.store.list_task_messages(row.run_id)
+            history = await self.a2a.store.list_task_messages(row.run_id)
         return task(row, context_id, history, config.historyLength if config else None)
 
     async def message_stream(self, principal: Principal, raw: dict[str, Any]) -> Stream:
         params = self._send_params(raw)
         row, context_id, history = await self._deliver(principal, params)
         if history is None:
-            history = await self.host.store.list_task_messages(row.run_id)
+            history = await self.a2a.store.list_task_messages(row.run_id)
         length = params.configuration.historyLength if params.configuration else None
-        return Stream(task_first(self.host, self.projections, row, context_id, history, length, final_on_input_required=True))
+        return Stream(task_first(self.a2a, self.projections, row, context_id, history, length, final_on_input_required=True))
 
     async def _inline_push(self, params: SendParams) -> PushConfigInput | None:
         """The push config given with a message, checked by the egress guard before anything is written."""
@@ -180,7 +179,7 @@ class A2AHandlers:
         if config is None or config.pushNotificationConfig is None:
             return None
         push = parse_params(PushConfigInput, config.pushNotificationConfig)
-        await check_push_url(self.host, push.url)
+        await check_push_url(self.a2a, push.url)
         return push
 
     def _send_params(self, raw: dict[str, Any]) -> SendParams:
@@ -218,40 +217,31 @@ class A2AHandlers:
     ) -> tuple[RunRow, str, list[dict[str, Any]] | None]:
         """Start the skill's run; a (principal, messageId) seen before returns its task."""
         message = params.message
-        store = self.host.store
-        workflow_id = resolve_skill(self.host.registry, self.host.settings.default_skill, message.metadata, params.metadata)
+        store = self.a2a.store
+        workflow_id = resolve_skill(self.a2a.registry, self.a2a.settings.default_skill, message.metadata, params.metadata)
         inputs = message_inputs(message)
         dumped = message.model_dump(exclude_none=True)
-        claim = IdempotencyClaim(f"a2a:message/send:{principal.name}", message.messageId, _digest(dumped))
         context_id = message.contextId or new_id("ctx_")
-        first: list[dict[str, Any]] = []
-
-        def respond(row: RunRow) -> dict[str, Any]:
-            return {"taskId": row.run_id, "contextId": context_id}
-
-        def first_message(row: RunRow) -> list[Extra]:
-            """The history entry and any push config, written with the run (they need its id)."""
-            first.append(_history_entry(dumped, row.run_id, context_id))
-            extras: list[Extra] = [TaskMessage(row.run_id, message.messageId, first[0], clock.now_iso())]
-            if push is not None:
-                extras.append(seal_config(self.host, row.run_id, principal.tenant, push))
-            return extras
-
-        try:
-            created = await self.host.engine.create_run(
-                principal,
-                workflow_id,
-                inputs,
-                tags=[f"a2a:{message.messageId}", f"a2a:{context_id}"],
-                metadata=a2a_metadata(context_id, message.messageId, workflow_id),
-                transport=A2A_TRANSPORT,
-                idempotency=claim,
-                respond=respond,
-                extras=first_message,
-                advance=advance,
-            )
-        except TetherError as exc:
-            raise rpc_error_from(exc) from exc
+        run_id = new_id("run_")
+        answer = {"taskId": run_id, "contextId": context_id}
+        claim = IdempotencyClaim(f"a2a:message/send:{principal.name}", message.messageId, _digest(dumped), 200, answer)
+        # the history entry and any push config, written with the run
+        first = [_history_entry(dumped, run_id, context_id)]
+        extras: list[Extra] = [TaskMessage(run_id, message.messageId, first[0], clock.now_iso())]
+        if push is not None:
+            extras.append(seal_config(self.a2a, run_id, principal.tenant, push))
+        created = await self.a2a.engine.create_run(
+            principal,
+            workflow_id,
+            inputs,
+            run_id=run_id,
+            tags=[f"a2a:{message.messageId}", f"a2a:{context_id}"],
+            metadata=a2a_metadata(context_id, message.messageId, workflow_id),
+            transport=A2A_TRANSPORT,
+            idempotency=claim,
+            extras=extras,
+            advance=advance,
+        )
         if created.replayed is not None:  # a repeated messageId: the task it started, as it is now
             live = await load_task(store, created.run.run_id, principal.tenant)
             return live.run, live.context_id, None
@@ -260,7 +250,7 @@ class A2AHandlers:
     async def _reply(self, principal: Principal, message: Message, push: PushConfigInput | None, advance: bool) -> tuple[RunRow, str]:
         """Resolve the task's pending interrupt with the message; a retried reply is a no-op."""
         assert message.taskId is not None
-        live = await load_task(self.host.store, message.taskId, principal.tenant)
+        live = await load_task(self.a2a.store, message.taskId, principal.tenant)
         if message.contextId is not None and message.contextId != live.context_id:
             raise InvalidParams(
                 f"message.contextId {message.contextId!r} is not the context of task {live.run.run_id!r} ({live.context_id!r})",
@@ -275,22 +265,20 @@ class A2AHandlers:
             TaskMessage(live.run.run_id, message.messageId, _history_entry(message.model_dump(exclude_none=True), live.run.run_id, live.context_id), clock.now_iso())
         ]
         if push is not None:
-            extras.append(seal_config(self.host, live.run.run_id, principal.tenant, push))
+            extras.append(seal_config(self.a2a, live.run.run_id, principal.tenant, push))
         try:
-            row = await self.host.engine.resolve(
+            row = await self.a2a.engine.resolve(
                 principal, live.run.run_id, interrupt["nodeId"], value, interrupt_id=interrupt["interruptId"], extras=extras, advance=advance
             )
-        except Conflict as exc:  # resolved meanwhile: by this very message (a racing retry) or another
+        except Conflict:  # resolved meanwhile: by this very message (a racing retry) or another
             if await self._has_message(live.run.run_id, message.messageId):
-                again = await load_task(self.host.store, live.run.run_id, principal.tenant)
+                again = await load_task(self.a2a.store, live.run.run_id, principal.tenant)
                 return again.run, again.context_id
-            raise rpc_error_from(exc) from exc
-        except TetherError as exc:
-            raise rpc_error_from(exc) from exc
+            raise
         return row, live.context_id
 
     async def _has_message(self, task_id: str, message_id: str) -> bool:
-        return any(entry.get("messageId") == message_id for entry in await self.host.store.list_task_messages(task_id))
+        return any(entry.get("messageId") == message_id for entry in await self.a2a.store.list_task_messages(task_id))
 
     @staticmethod
     def _check_waiting(live: LiveTask) -> None:
@@ -312,22 +300,20 @@ class A2AHandlers:
 
     async def tasks_get(self, principal: Principal, raw: dict[str, Any]) -> orjson.Fragment:
         params = parse_params(TaskQueryParams, raw)
-        live = await load_task(self.host.store, params.id, principal.tenant, history=params.historyLength != 0)
+        live = await load_task(self.a2a.store, params.id, principal.tenant, history=params.historyLength != 0)
         return self.encoded.encode(live, params.historyLength)
 
     async def tasks_cancel(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
         """Cancel the run: ``working`` while it is cancelling, ``canceled`` once it is."""
         params = parse_params(TaskIdParams, raw)
-        live = await load_task(self.host.store, params.id, principal.tenant)
+        live = await load_task(self.a2a.store, params.id, principal.tenant)
         if live.run.is_terminal:
             raise _not_cancelable(params.id, live.run.status)
         try:
-            row = await self.host.engine.cancel(principal, params.id, "canceled with A2A tasks/cancel")
+            row = await self.a2a.engine.cancel(principal, params.id, "canceled with A2A tasks/cancel")
         except Conflict as exc:  # it ended between the read and the compare-and-swap
             raise _not_cancelable(params.id, str((exc.details or {}).get("runStatus", "completed"))) from exc
-        except TetherError as exc:
-            raise rpc_error_from(exc) from exc
-        history = await self.host.store.list_task_messages(params.id)
+        history = await self.a2a.store.list_task_messages(params.id)
         return task(row, live.context_id, history)
 
     async def tasks_resubscribe(self, principal: Principal, raw: dict[str, Any], last_event_id: str | None) -> Stream:
@@ -338,24 +324,24 @@ class A2AHandlers:
         final Task is the only event.
         """
         params = parse_params(TaskIdParams, raw)
-        live = await load_task(self.host.store, params.id, principal.tenant)
+        live = await load_task(self.a2a.store, params.id, principal.tenant)
         after = parse_after(last_event_id, params.metadata, live.run)
         if after is not None:
-            return Stream(replay(self.host, self.projections, live.run, live.context_id, after))
-        history = await self.host.store.list_task_messages(params.id)
-        return Stream(task_first(self.host, self.projections, live.run, live.context_id, history, None, final_on_input_required=False))
+            return Stream(replay(self.a2a, self.projections, live.run, live.context_id, after))
+        history = await self.a2a.store.list_task_messages(params.id)
+        return Stream(task_first(self.a2a, self.projections, live.run, live.context_id, history, None, final_on_input_required=False))
 
     # tasks/pushNotificationConfig/* ---------------------------------------------------------
 
     async def push_config(self, principal: Principal, method: str, raw: dict[str, Any]) -> dict[str, Any] | list[dict[str, Any]] | None:
         """set / get / list / delete a task's push configs (another tenant's task reads as unknown)."""
-        store = self.host.store
+        store = self.a2a.store
         if method == "tasks/pushNotificationConfig/set":
             params = parse_params(SetPushParams, raw)
             push = parse_params(PushConfigInput, params.pushNotificationConfig)
-            await check_push_url(self.host, push.url)
+            await check_push_url(self.a2a, push.url)
             await load_task(store, params.taskId, principal.tenant)
-            row = seal_config(self.host, params.taskId, principal.tenant, push)
+            row = seal_config(self.a2a, params.taskId, principal.tenant, push)
             await store.put_push_config(row)
             return config_view(row)
         if method == "tasks/pushNotificationConfig/list":

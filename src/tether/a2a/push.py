@@ -21,7 +21,7 @@ from tether.a2a.tasks import A2A_TRANSPORT, context_of
 from tether.egress.guard import EgressRefused
 from tether import clock
 from tether.engine.engine import Projector
-from tether.host import Host
+from tether.a2a.surface import A2ASurface
 from tether.ids import new_id
 from tether.store.base import Extra, Fanout, PushConfigRow, RunRow
 
@@ -49,17 +49,17 @@ class PushConfigInput(BaseModel):
     authentication: PushAuthentication | None = None
 
 
-async def check_push_url(host: Host, url: str) -> None:
+async def check_push_url(a2a: A2ASurface, url: str) -> None:
     """Refuse a push URL the egress guard refuses (scheme arm, then every address)."""
     try:
-        await host.egress.guard.resolve_and_check(url)
+        await a2a.guard.resolve_and_check(url)
     except EgressRefused as refused:
         raise InvalidParams(f"pushNotificationConfig.url refused: {refused.message}", data={"arm": refused.arm, "url": url}) from refused
 
 
-def seal_config(host: Host, task_id: str, tenant: str, config: PushConfigInput) -> PushConfigRow:
+def seal_config(a2a: A2ASurface, task_id: str, tenant: str, config: PushConfigInput) -> PushConfigRow:
     """The row to store: secrets sealed, only a salted fingerprint of the token in clear."""
-    box = host.egress.box
+    box = a2a.box
     config_id = config.id or new_id("pnc_")
     auth = config.authentication
     return PushConfigRow(

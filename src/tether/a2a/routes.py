@@ -13,8 +13,9 @@ from tether.a2a.card import agent_card
 from tether.a2a.push import push_record
 from tether.types import Principal
 from tether.errors import NotFound
-from tether.openwop.deps import host_of, require
-from tether.openwop.responses import json_response
+from tether.a2a.surface import a2a_of
+from tether.http.requests import require
+from tether.http.responses import json_response
 
 __all__ = ["router"]
 
@@ -25,8 +26,8 @@ router = APIRouter(tags=["a2a"])
 @router.get(LEGACY_CARD_PATH)
 async def get_agent_card(request: Request) -> Response:
     """Public (no credentials): how to reach this agent and what it can do."""
-    host = host_of(request)
-    card = agent_card(a2a_capabilities(host.settings), host.registry, host.settings.default_skill)
+    a2a = a2a_of(request)
+    card = agent_card(a2a_capabilities(a2a.settings), a2a.registry, a2a.settings.default_skill)
     return json_response(card, headers={"Cache-Control": "public, max-age=60"})
 
 
@@ -34,7 +35,7 @@ async def get_agent_card(request: Request) -> Response:
 @router.get("/v1/host/sample/a2a/tasks/{task_id}")
 async def get_task_state(task_id: str, request: Request, principal: Principal = Depends(require("runs:read"))) -> Response:
     """The persisted A2ATaskState (RFC 0100 §2), flat; another tenant's task is a 404."""
-    store = host_of(request).store
+    store = a2a_of(request).store
     record = await store.get_task(task_id, principal.tenant)
     if record is None:
         raise NotFound(f"no A2A task {task_id!r}", details={"taskId": task_id})

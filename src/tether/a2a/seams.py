@@ -22,8 +22,9 @@ from tether.a2a.projection import INTERRUPTED, TERMINAL, task_state
 from tether.a2a.tasks import A2A_TRANSPORT, a2a_metadata
 from tether.types import Principal
 from tether.errors import InvalidInput, NotFound
-from tether.openwop.deps import host_of, json_body, json_object, require
-from tether.openwop.responses import json_response
+from tether.a2a.surface import a2a_of
+from tether.http.requests import json_body, json_object, require
+from tether.http.responses import json_response
 
 __all__ = ["SCENARIO_WORKFLOWS", "absent_router", "router"]
 
@@ -49,14 +50,14 @@ async def seam_absent(seam: str) -> Response:
 @router.post(f"{SEAMS}/start")
 async def start_task(request: Request, principal: Principal = Depends(require("runs:create"))) -> Response:
     """Start a real A2A-backed run and answer once it waits (201 ``{taskId}``)."""
-    host = host_of(request)
+    a2a = a2a_of(request)
     body = json_object(await json_body(request, required=False) or {})
     scenario = body.get("scenario", "paused-at-approval")
     if scenario not in SCENARIO_WORKFLOWS:
         raise InvalidInput(f"unknown scenario {scenario!r}; this host plays {', '.join(SCENARIO_WORKFLOWS)}", details={"field": "scenario"})
     workflow_id, inputs = SCENARIO_WORKFLOWS[scenario]
     context_id = new_id("ctx_")
-    created = await host.engine.create_run(
+    created = await a2a.engine.create_run(
         principal,
         workflow_id,
         inputs,
@@ -65,7 +66,7 @@ async def start_task(request: Request, principal: Principal = Depends(require("r
         transport=A2A_TRANSPORT,
     )
     run_id = created.run.run_id
-    await host.engine.wait_for(run_id, lambda r: task_state(r.status) in TERMINAL | INTERRUPTED, host.settings.a2a_request_timeout)
+    await a2a.engine.wait_for(run_id, lambda r: task_state(r.status) in TERMINAL | INTERRUPTED, a2a.settings.a2a_request_timeout)
     return json_response({"taskId": run_id}, 201)
 
 
@@ -84,15 +85,15 @@ async def push_config(request: Request, principal: Principal = Depends(require("
         EgressGuard(EgressPolicy()).check_url(url)  # the production posture: no operator relaxation
     except EgressRefused as refused:
         return json_response({"error": "a2a_push_egress_denied", "message": refused.message, "details": {"url": url, "arm": refused.arm}}, 400)
-    host = host_of(request)
+    a2a = a2a_of(request)
     try:
-        await check_push_url(host, url)
+        await check_push_url(a2a, url)
     except InvalidParams as refused:
         return json_response({"error": "a2a_push_egress_denied", "message": refused.message, "details": {"url": url}}, 400)
-    record = await host.store.get_task(task_id, principal.tenant)
+    record = await a2a.store.get_task(task_id, principal.tenant)
     if record is None:
         raise NotFound(f"no A2A task {task_id!r}", details={"taskId": task_id})
-    row = seal_config(host, task_id, principal.tenant, PushConfigInput(url=url))
+    row = seal_config(a2a, task_id, principal.tenant, PushConfigInput(url=url))
     row.token_fingerprint = fingerprint
-    await host.store.put_push_config(row)
-    return json_response(push_record(record.record, await host.store.list_push_configs(task_id)))
+    await a2a.store.put_push_config(row)
+    return json_response(push_record(record.record, await a2a.store.list_push_configs(task_id)))

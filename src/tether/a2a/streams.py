@@ -39,7 +39,7 @@ from tether.a2a.projection import (
 )
 from tether.engine.state import apply, initial_snapshot
 from tether.errors import TetherError
-from tether.host import Host
+from tether.a2a.surface import A2ASurface
 from tether.ids import new_id
 from tether.store.base import RunRow, Store
 
@@ -124,7 +124,7 @@ class StreamProjections:
 
 
 async def _follow(
-    host: Host,
+    a2a: A2ASurface,
     projections: StreamProjections,
     task_id: str,
     context_id: str,
@@ -140,7 +140,7 @@ async def _follow(
     at once. ``state`` is the snapshot at ``after``; ``own``: the stream may change it
     (otherwise it is copied before the first change).
     """
-    follower = host.logs.follow(task_id, after, host.settings.keepalive_seconds)
+    follower = a2a.logs.follow(task_id, after, a2a.settings.keepalive_seconds)
     async with aclosing(follower.pages()) as pages:  # leaving early unsubscribes at once
         async for page in pages:
             if page is None:
@@ -169,7 +169,7 @@ async def _follow(
 
 
 async def task_first(
-    host: Host,
+    a2a: A2ASurface,
     projections: StreamProjections,
     row: RunRow,
     context_id: str,
@@ -188,18 +188,18 @@ async def task_first(
     if state_now in TERMINAL or (state_now in INTERRUPTED and final_on_input_required):
         return
     async for frames in _follow(
-        host, projections, row.run_id, context_id, row.last_sequence, row.state, own=False, final_on_input_required=final_on_input_required
+        a2a, projections, row.run_id, context_id, row.last_sequence, row.state, own=False, final_on_input_required=final_on_input_required
     ):
         yield frames
 
 
-async def replay(host: Host, projections: StreamProjections, row: RunRow, context_id: str, after: int) -> AsyncIterator[list[Frame]]:
+async def replay(a2a: A2ASurface, projections: StreamProjections, row: RunRow, context_id: str, after: int) -> AsyncIterator[list[Frame]]:
     """Exactly the updates of the run events after ``after`` (no Task first), then live ones.
 
     ``after`` must be a sequence the run has reached (see :func:`parse_after`).
     """
-    state = await _snapshot_at(host.store, row, after)
-    async for frames in _follow(host, projections, row.run_id, context_id, after, state, own=True, final_on_input_required=False):
+    state = await _snapshot_at(a2a.store, row, after)
+    async for frames in _follow(a2a, projections, row.run_id, context_id, after, state, own=True, final_on_input_required=False):
         yield frames
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,8 @@ from tether.store.base import Commit, Extra, IdempotencyClaimed, IdempotencyReco
 #: Called with (run before, run after, the events) for every commit; what it returns is
 #: written in the same transaction (task records, outbox rows). It must be pure.
 Projector = Callable[[RunRow | None, RunRow, list[dict[str, Any]]], list[Extra]]
+#: Called after each durable commit with it and the number of deliveries it enqueued.
+CommitHook = Callable[[Commit, int], None]
 
 log = logging.getLogger("tether.engine")
 
@@ -43,15 +45,24 @@ _MAX_RETRIES = 50
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyClaim:
+    """A (scope, key) to claim with a new run, and the answer a repeat of the request gets.
+
+    The answer is the caller's own (a surface's status code and body): the engine keeps it
+    beside the claim, in the run's creating transaction, and never reads it.
+    """
+
     scope: str
     key: str
     request_digest: str
+    answer_status: int
+    answer: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Created:
+    """A new run, or (``replayed``) the run an earlier request with the same claim created."""
+
     run: RunRow
-    body: dict[str, Any]
     replayed: IdempotencyRecord | None = None
 
 
@@ -64,9 +75,14 @@ class Engine:
         registry: WorkflowRegistry,
         notifier: Notifier,
         *,
+        projectors: Sequence[Projector] = (),
+        on_commit: Sequence[CommitHook] = (),
         owner: str | None = None,
         leases: LeaseSettings | None = None,
     ) -> None:
+        """``projectors`` say what a commit writes beside its events and run row (task
+        records, outbox rows), in order; ``on_commit`` hooks learn of each commit once it is
+        durable, before observers are woken."""
         self.store = store
         self.registry = registry
         self.notifier = notifier
@@ -84,9 +100,8 @@ class Engine:
         self._retry_after: dict[str, float] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._stopping = False
-        self.projectors: list[Projector] = []
-        #: called after each commit with it and the number of deliveries it enqueued
-        self.on_commit: list[Callable[[Commit, int], None]] = []
+        self._projectors = tuple(projectors)
+        self._on_commit = tuple(on_commit)
 
     # lifecycle -------------------------------------------------------------------------
 
@@ -126,10 +141,10 @@ class Engine:
         commit = commit or batch.commit()
         before = None if commit.expected_sequence is None else batch.row
         commit.extras.extend(extras or [])  # first: a push config written here must see this commit's push
-        for projector in self.projectors:
+        for projector in self._projectors:
             commit.extras.extend(projector(before, commit.run, batch.docs))
         enqueued = await self.store.commit(commit)
-        for hook in self.on_commit:  # before the wake-up: observers woken by it may rely on a hook
+        for hook in self._on_commit:  # before the wake-up: observers woken by it may rely on a hook
             hook(commit, enqueued)
         self.notifier.publish(commit.run.run_id)
         if self.cluster is not None:
@@ -168,23 +183,22 @@ class Engine:
         workflow_id: str,
         inputs: Any,
         *,
+        run_id: str | None = None,
         tags: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
         transport: str = "rest",
         idempotency: IdempotencyClaim | None = None,
-        respond: Callable[[RunRow], dict[str, Any]] | None = None,
-        status_code: int = 201,
-        extras: Callable[[RunRow], list[Extra]] | None = None,
+        extras: list[Extra] | None = None,
         callback_url: str | None = None,
         advance: bool = False,
     ) -> Created:
         """Validate, then write the run and its ``run.started`` in one fsync'd transaction.
 
-        ``respond`` builds the answer to store with an idempotency claim, and ``extras``
-        what else the creation writes (e.g. the first A2A message); both are given the
-        run row, whose id the engine mints. With ``advance`` the run's first steps that
-        need no waiting (a whole echo, everything up to a gate) are committed in that
-        same transaction, for a caller that waits for the outcome anyway.
+        A caller that writes more with the run (``extras``: the first A2A message, a push
+        config) or answers with its id mints ``run_id`` itself (``new_id("run_")``). With
+        ``advance`` the run's first steps that need no waiting (a whole echo, everything up
+        to a gate) are committed in that same transaction, for a caller that waits for the
+        outcome anyway.
         """
         try:
             entry = self.registry.get(workflow_id)
@@ -197,7 +211,7 @@ class Engine:
                 details={"workflowId": workflow_id, "problems": list(entry.problems)},
             )
         variables = validate_inputs(entry.workflow, inputs if inputs is not None else {})
-        run_id = new_id("run_")
+        run_id = run_id or new_id("run_")
         now = clock.now_iso()
         empty = RunRow(run_id, principal.tenant, workflow_id, "pending", -1, initial_snapshot(run_id, workflow_id, now), now, now)
         batch = Batch(empty, owned=True)
@@ -216,24 +230,29 @@ class Engine:
         if advance:
             self._advance(entry.workflow, batch)
         commit = batch.commit(new=True)
-        projected = commit.run
-        body = respond(projected) if respond else {"runId": run_id, "status": projected.status}
         if idempotency is not None:
             commit.idempotency = IdempotencyRecord(
-                principal.tenant, idempotency.scope, idempotency.key, idempotency.request_digest, run_id, status_code, body, now
+                principal.tenant,
+                idempotency.scope,
+                idempotency.key,
+                idempotency.request_digest,
+                run_id,
+                idempotency.answer_status,
+                idempotency.answer,
+                now,
             )
         try:
-            run = await self._commit(batch, extras=extras(projected) if extras else None, commit=commit)
+            run = await self._commit(batch, extras=extras, commit=commit)
         except IdempotencyClaimed as claimed:
             existing = await self.store.get_run(claimed.existing.run_id or "", principal.tenant)
             if existing is None:
                 raise NotFound("the run of that idempotency key no longer exists") from claimed
-            return Created(existing, claimed.existing.body, claimed.existing)
+            return Created(existing, claimed.existing)
         if run.status in WAITING:
             self._arm_timeout(run)
         elif not run.is_terminal:
             self.kick(run_id)
-        return Created(run, body)
+        return Created(run)
 
     # driving runs ----------------------------------------------------------------------
 

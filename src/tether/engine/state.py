@@ -11,7 +11,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from tether.types import TERMINAL, WAITING
+from tether.types import TERMINAL, WAITING, RunStatus
 
 Snapshot = dict[str, Any]
 
@@ -27,6 +27,9 @@ WAITING_STATUS_BY_KIND = {
 NODE_FINISHED = frozenset({"completed", "failed", "skipped", "cancelled"})
 
 CANCEL_REQUESTED = "cancel-requested"
+
+#: the status of a run once its ``run.started`` is committed: what a creation answers
+STARTED: RunStatus = "running"
 
 
 def initial_snapshot(run_id: str, workflow_id: str, created_at: str) -> Snapshot:
@@ -50,7 +53,7 @@ def apply(state: Snapshot, event: dict[str, Any]) -> Snapshot:
     nodes: dict[str, Any] = state.setdefault("nodeStates", {})
 
     if kind == "run.started":
-        state["status"] = "running"
+        state["status"] = STARTED
         state["startedAt"] = at
         state["inputs"] = payload.get("inputs", {})
         state["variables"] = dict(payload.get("inputs", {}))

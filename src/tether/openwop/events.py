@@ -14,12 +14,11 @@ import orjson
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response, StreamingResponse
 
-from tether.types import Principal
 from tether.errors import InvalidInput, UnsupportedStreamMode
-from tether.host import Host
-from tether.openwop.deps import host_of, require
+from tether.http.requests import require
 from tether.openwop.runs import load_run
-from tether.types import TERMINAL
+from tether.openwop.surface import RestSurface, rest_of
+from tether.types import TERMINAL, Principal
 
 router = APIRouter(tags=["events"])
 
@@ -64,9 +63,9 @@ def parse_last_event_id(raw: str | None) -> int:
     return value
 
 
-async def event_frames(host: Host, run_id: str, after: int, modes: frozenset[str]) -> AsyncIterator[bytes]:
+async def event_frames(rest: RestSurface, run_id: str, after: int, modes: frozenset[str]) -> AsyncIterator[bytes]:
     """SSE frames of the events after ``after``, live, until the terminal event."""
-    follower = host.logs.follow(run_id, after, host.settings.keepalive_seconds)
+    follower = rest.logs.follow(run_id, after, rest.settings.keepalive_seconds)
     async with aclosing(follower.events()) as events:  # leaving early unsubscribes at once
         async for event in events:
             if event is None:
@@ -91,9 +90,9 @@ async def stream_events(
     modes = parse_stream_modes(streamMode)
     after = parse_last_event_id(request.headers.get("last-event-id"))
     await load_run(request, run_id, principal)
-    host = host_of(request)
+    rest = rest_of(request)
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return StreamingResponse(event_frames(host, run_id, after, modes), media_type="text/event-stream", headers=headers)
+    return StreamingResponse(event_frames(rest, run_id, after, modes), media_type="text/event-stream", headers=headers)
 
 
 @router.get("/v1/runs/{run_id}/events/poll")
@@ -111,20 +110,20 @@ async def poll_events(
         raise InvalidInput("lastSequence must be an integer sequence number") from exc
     if after < -1:
         raise InvalidInput("lastSequence must be 0 or more")
-    host = host_of(request)
+    rest = rest_of(request)
     row = await load_run(request, run_id, principal)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    with host.notifier.subscribe(run_id) as wake:
+    with rest.notifier.subscribe(run_id) as wake:
         while True:
             wake.clear()
-            events = await host.store.read_events(run_id, after, 1000)
+            events = await rest.store.read_events(run_id, after, 1000)
             if events or row.status in TERMINAL:
                 break
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            await host.notifier.wait(wake, remaining)
+            await rest.notifier.wait(wake, remaining)
             row = await load_run(request, run_id, principal)
     row = await load_run(request, run_id, principal)
     last = events[-1].sequence if events else max(after, -1)

@@ -9,18 +9,19 @@ from starlette.responses import Response
 
 from tether.types import Principal
 from tether.errors import Conflict, Forbidden
-from tether.openwop.deps import body_schema, host_of, json_body, parse_model
+from tether.http.requests import body_schema, json_body, parse_model
 from tether.openwop.models import ERRORS, ResolveRequest
-from tether.openwop.responses import json_response
+from tether.http.responses import json_response
+from tether.openwop.surface import RestSurface, rest_of
 from tether.openwop.tokens import TokenClaims
 
 router = APIRouter(tags=["interrupts"], responses=ERRORS)
 
 
 async def _live(request: Request, token: str) -> tuple[TokenClaims, dict[str, Any]]:
-    host = host_of(request)
-    claims = host.signer.verify(token)
-    row = await host.store.get_run(claims.run_id)
+    rest = rest_of(request)
+    claims = rest.signer.verify(token)
+    row = await rest.store.get_run(claims.run_id)
     interrupt = row.state.get("interrupt") if row else None
     if row is None or not interrupt or interrupt["interruptId"] != claims.interrupt_id:
         raise Conflict("this interrupt was already resolved, or its run ended", code="interrupt_already_resolved")
@@ -42,10 +43,10 @@ async def _resolve(request: Request, token: str) -> Response:
     if claims.intent != "resolve":
         raise Forbidden("this token may inspect the interrupt but not resolve it")
     body: ResolveRequest = parse_model(ResolveRequest, await json_body(request))
-    owner = await host_of(request).store.get_run(claims.run_id)
+    owner = await rest_of(request).store.get_run(claims.run_id)
     assert owner is not None
     principal = Principal(owner.tenant, f"token:{claims.interrupt_id}")
-    row = await host_of(request).engine.resolve(principal, claims.run_id, claims.node_id, body.resumeValue, interrupt_id=claims.interrupt_id)
+    row = await rest_of(request).engine.resolve(principal, claims.run_id, claims.node_id, body.resumeValue, interrupt_id=claims.interrupt_id)
     return json_response({"runId": row.run_id, "nodeId": claims.node_id, "status": row.status})
 
 

@@ -12,9 +12,11 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
 from tether.engine.engine import IdempotencyClaim
+from tether.engine.state import STARTED
+from tether.ids import new_id
 from tether.types import Principal
 from tether.errors import Conflict, Forbidden, InvalidInput, NotFound
-from tether.openwop.deps import body_schema, host_of, json_body, parse_model, require
+from tether.http.requests import body_schema, json_body, parse_model, require
 from tether.openwop.models import (
     ERRORS,
     CancelRequest,
@@ -24,7 +26,8 @@ from tether.openwop.models import (
     ResolveResponse,
     StatusResponse,
 )
-from tether.openwop.responses import json_response
+from tether.http.responses import json_response
+from tether.openwop.surface import RestSurface, rest_of
 from tether.openwop.snapshot import run_snapshot
 from tether.store.base import IdempotencyRecord, RunRow
 
@@ -58,14 +61,14 @@ def _replay(record: IdempotencyRecord, digest: str) -> Response:
 @router.post("/v1/runs", status_code=201, response_model=CreateRunResponse, openapi_extra=body_schema(CreateRunRequest))
 async def create_run(request: Request, principal: Principal = Depends(require("runs:create"))) -> Response:
     """Start a run. Answered 201 only once the run and its first event are on disk."""
-    host = host_of(request)
+    rest = rest_of(request)
     raw = await json_body(request)
     body: CreateRunRequest = parse_model(CreateRunRequest, raw)
     if body.tenantId is not None and body.tenantId != principal.tenant:
         raise Forbidden("tenantId names a tenant this API key does not belong to")
     if body.callbackUrl is not None:
         try:
-            await host.egress.guard.resolve_and_check(body.callbackUrl)
+            await rest.guard.resolve_and_check(body.callbackUrl)
         except InvalidInput as exc:
             raise InvalidInput(f"callbackUrl: {exc.message}", details={"field": "callbackUrl", **(exc.details or {})}) from exc
     key = request.headers.get("idempotency-key")
@@ -74,36 +77,35 @@ async def create_run(request: Request, principal: Principal = Depends(require("r
     if key is not None:
         if not _IDEMPOTENCY_KEY.match(key):
             raise InvalidInput("Idempotency-Key must be 1-255 URL-safe characters")
-        existing = await host.store.get_idempotency(principal.tenant, CREATE_SCOPE, key)
+        existing = await rest.store.get_idempotency(principal.tenant, CREATE_SCOPE, key)
         if existing is not None:
             return _replay(existing, digest)
-        claim = IdempotencyClaim(CREATE_SCOPE, key, digest)
-    base = host.settings.base_url
-
-    def respond(row: RunRow) -> dict[str, Any]:
-        return {
-            "runId": row.run_id,
-            "status": row.status,
-            "eventsUrl": f"{base}/v1/runs/{row.run_id}/events",
-            "statusUrl": f"{base}/v1/runs/{row.run_id}",
-        }
-
+    base = rest.settings.base_url
+    run_id = new_id("run_")
+    answer = {
+        "runId": run_id,
+        "status": STARTED,
+        "eventsUrl": f"{base}/v1/runs/{run_id}/events",
+        "statusUrl": f"{base}/v1/runs/{run_id}",
+    }
+    if key is not None:
+        claim = IdempotencyClaim(CREATE_SCOPE, key, digest, 201, answer)
     metadata = dict(body.metadata)
     if body.configurable is not None:
         metadata["configurable"] = body.configurable
-    created = await host.engine.create_run(
+    created = await rest.engine.create_run(
         principal,
         body.workflowId,
         body.inputs,
+        run_id=run_id,
         tags=body.tags,
         metadata=metadata,
         idempotency=claim,
-        respond=respond,
         callback_url=body.callbackUrl,
     )
     if created.replayed is not None:
         return _replay(created.replayed, digest)
-    return json_response(created.body, 201)
+    return json_response(answer, 201)
 
 
 @router.get("/v1/runs")
@@ -116,7 +118,7 @@ async def list_runs(
     principal: Principal = Depends(require("runs:read")),
 ) -> Response:
     """Runs of the caller's tenant, newest first; ``nextCursor`` pages on."""
-    host = host_of(request)
+    rest = rest_of(request)
     before = None
     if cursor:
         try:
@@ -125,17 +127,17 @@ async def list_runs(
             raise InvalidInput("cursor is not one this host issued") from exc
         if not before.startswith("run_"):
             raise InvalidInput("cursor is not one this host issued")
-    rows = await host.store.list_runs(principal.tenant, status=status, workflow_id=workflowId, limit=limit + 1, before=before)
+    rows = await rest.store.list_runs(principal.tenant, status=status, workflow_id=workflowId, limit=limit + 1, before=before)
     next_cursor = None
     if len(rows) > limit:
         rows = rows[:limit]
         next_cursor = base64.urlsafe_b64encode(rows[-1].run_id.encode()).rstrip(b"=").decode()
-    return json_response({"runs": [run_snapshot(r, host.signer, principal) for r in rows], "nextCursor": next_cursor})
+    return json_response({"runs": [run_snapshot(r, rest.signer, principal) for r in rows], "nextCursor": next_cursor})
 
 
 async def load_run(request: Request, run_id: str, principal: Principal) -> RunRow:
     _check_run_id(run_id)
-    row = await host_of(request).store.get_run(run_id, principal.tenant)
+    row = await rest_of(request).store.get_run(run_id, principal.tenant)
     if row is None:
         raise NotFound(f"no run {run_id!r}", details={"runId": run_id})
     return row
@@ -145,14 +147,14 @@ async def load_run(request: Request, run_id: str, principal: Principal) -> RunRo
 async def get_run(request: Request, run_id: str, principal: Principal = Depends(require("runs:read"))) -> Response:
     """The run's live snapshot (with a signed token for its pending interrupt)."""
     row = await load_run(request, run_id, principal)
-    return json_response(run_snapshot(row, host_of(request).signer, principal))
+    return json_response(run_snapshot(row, rest_of(request).signer, principal))
 
 
 async def _cancel(request: Request, run_id: str, principal: Principal) -> Response:
     _check_run_id(run_id)
     raw = await json_body(request, required=False)
     body: CancelRequest = parse_model(CancelRequest, raw if raw is not None else {})
-    row = await host_of(request).engine.cancel(principal, run_id, body.reason)
+    row = await rest_of(request).engine.cancel(principal, run_id, body.reason)
     return json_response({"runId": row.run_id, "status": row.status})
 
 
@@ -172,5 +174,5 @@ async def resolve_interrupt(request: Request, run_id: str, node_id: str, princip
     """Answer the run's pending approval, clarification or external event at ``node_id``."""
     _check_run_id(run_id)
     body: ResolveRequest = parse_model(ResolveRequest, await json_body(request))
-    row = await host_of(request).engine.resolve(principal, run_id, node_id, body.resumeValue)
+    row = await rest_of(request).engine.resolve(principal, run_id, node_id, body.resumeValue)
     return json_response({"runId": row.run_id, "nodeId": node_id, "status": row.status})

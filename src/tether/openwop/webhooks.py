@@ -16,9 +16,10 @@ from tether import clock
 from tether.types import Principal
 from tether.errors import Forbidden, InvalidInput, NotFound
 from tether.ids import new_id
-from tether.openwop.deps import body_schema, host_of, json_body, parse_model, require
+from tether.http.requests import body_schema, json_body, parse_model, require
 from tether.openwop.models import ERRORS
-from tether.openwop.responses import json_response
+from tether.http.responses import json_response
+from tether.openwop.surface import RestSurface, rest_of
 from tether.store.base import DeliveryRow, Extra, Fanout, RunRow, WebhookRow
 
 router = APIRouter(tags=["webhooks"], responses=ERRORS)
@@ -55,7 +56,7 @@ def webhook_fanout(before: RunRow | None, after: RunRow, events: list[dict[str, 
 @router.post("/v1/webhooks", status_code=201, openapi_extra=body_schema(RegisterWebhook))
 async def register_webhook(request: Request, principal: Principal = Depends(require("webhooks:manage"))) -> Response:
     """Subscribe an https URL to run events; the signing secret is shown only in this answer."""
-    host = host_of(request)
+    rest = rest_of(request)
     body: RegisterWebhook = parse_model(RegisterWebhook, await json_body(request))
     if body.tenantId is not None and body.tenantId != principal.tenant:
         raise Forbidden("tenantId names a tenant this API key does not belong to")
@@ -63,15 +64,15 @@ async def register_webhook(request: Request, principal: Principal = Depends(requ
     if not events:
         raise InvalidInput("events must list at least one run event type", details={"field": "events"})
     try:
-        await host.egress.guard.resolve_and_check(body.url)
+        await rest.guard.resolve_and_check(body.url)
     except InvalidInput as exc:
         raise InvalidInput(exc.message, code="webhook_url_rejected", details={"url": body.url, **(exc.details or {})}) from exc
     secret = body.secret if body.secret and len(body.secret) >= 32 else random_secrets.token_hex(32)
     webhook_id = new_id("wh_")
     now = clock.now_iso()
-    fingerprint = host.egress.box.fingerprint(secret)
-    await host.store.put_webhook(
-        WebhookRow(webhook_id, principal.tenant, body.url, list(events), list(body.tags), host.egress.box.seal(secret, context=f"webhook:{webhook_id}"), fingerprint, now)
+    fingerprint = rest.box.fingerprint(secret)
+    await rest.store.put_webhook(
+        WebhookRow(webhook_id, principal.tenant, body.url, list(events), list(body.tags), rest.box.seal(secret, context=f"webhook:{webhook_id}"), fingerprint, now)
     )
     return json_response(
         {
@@ -95,7 +96,7 @@ async def delete_webhook(request: Request, webhook_id: str, tenantId: str | None
     """Unsubscribe; pending deliveries to it are dropped at their next attempt."""
     if tenantId is not None and tenantId != principal.tenant:
         raise Forbidden("tenantId names a tenant this API key does not belong to")
-    if not await host_of(request).store.delete_webhook(principal.tenant, webhook_id):
+    if not await rest_of(request).store.delete_webhook(principal.tenant, webhook_id):
         raise NotFound(f"no webhook {webhook_id!r}", code="subscription_not_found")
     return Response(status_code=204)
 
@@ -126,15 +127,15 @@ async def list_deliveries(
     principal: Principal = Depends(require("webhooks:manage")),
 ) -> Response:
     """Outbound deliveries of the caller's tenant (``status=dead`` lists dead letters)."""
-    rows = await host_of(request).store.list_deliveries(principal.tenant, status, limit)
+    rows = await rest_of(request).store.list_deliveries(principal.tenant, status, limit)
     return json_response({"deliveries": [delivery_view(r) for r in rows]})
 
 
 @router.post("/v1/deliveries/{delivery_id}/redeliver")
 async def redeliver(request: Request, delivery_id: str, principal: Principal = Depends(require("webhooks:manage"))) -> Response:
     """Put a dead letter back in line; it is attempted again on the whole ladder."""
-    host = host_of(request)
-    if not await host.store.redeliver(delivery_id, principal.tenant, clock.now_iso()):
+    rest = rest_of(request)
+    if not await rest.store.redeliver(delivery_id, principal.tenant, clock.now_iso()):
         raise NotFound(f"no dead delivery {delivery_id!r}")
-    host.egress.worker.wake()
+    rest.outbox.wake()
     return json_response({"deliveryId": delivery_id, "status": "pending"})

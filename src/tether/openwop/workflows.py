@@ -6,9 +6,10 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from tether.types import Principal
-from tether.openwop.deps import host_of, require
+from tether.http.requests import require
 from tether.openwop.models import ERRORS
-from tether.openwop.responses import json_response
+from tether.http.responses import json_response
+from tether.openwop.surface import RestSurface, rest_of
 
 router = APIRouter(tags=["workflows"], responses=ERRORS)
 
@@ -16,7 +17,7 @@ router = APIRouter(tags=["workflows"], responses=ERRORS)
 @router.get("/v1/workflows")
 async def list_workflows(request: Request, principal: Principal = Depends(require("manifest:read"))) -> Response:
     """Every loaded workflow, and whether this engine can execute it."""
-    entries = host_of(request).registry.entries()
+    entries = rest_of(request).registry.entries()
     return json_response({
         "workflows": [
             {
@@ -36,4 +37,4 @@ async def list_workflows(request: Request, principal: Principal = Depends(requir
 @router.get("/v1/workflows/{workflow_id}")
 async def get_workflow(request: Request, workflow_id: str, principal: Principal = Depends(require("manifest:read"))) -> Response:
     """The definition, verbatim as it was loaded."""
-    return json_response(host_of(request).registry.get(workflow_id).workflow.raw)
+    return json_response(rest_of(request).registry.get(workflow_id).workflow.raw)

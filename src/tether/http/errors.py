@@ -12,8 +12,8 @@ from starlette.responses import Response
 
 from tether.errors import TetherError
 from tether.ids import new_id
-from tether.openwop.middleware import BodyTooLarge, too_large_body
-from tether.openwop.responses import json_response
+from tether.http.middleware import BodyTooLarge, too_large_body
+from tether.http.responses import json_response
 
 log = logging.getLogger("tether.http")
 

@@ -8,9 +8,9 @@ from typing import Any
 import orjson
 from fastapi import Request
 
-from tether.types import Principal
+from tether.auth.keys import KeyVerifier
 from tether.errors import Forbidden, InvalidInput, TetherError
-from tether.host import Host
+from tether.types import Principal
 
 
 class UnsupportedMediaType(TetherError):
@@ -20,16 +20,17 @@ class UnsupportedMediaType(TetherError):
     status = 415
 
 
-def host_of(request: Request) -> Host:
-    host: Host = request.app.state.host
-    return host
+def verifier_of(request: Request) -> KeyVerifier:
+    """The key verifier of the app serving ``request`` (put on its state by the lifespan)."""
+    verifier: KeyVerifier = request.app.state.verifier
+    return verifier
 
 
 def require(scope: str) -> Callable[[Request], Awaitable[Principal]]:
     """A dependency that authenticates the caller and checks one scope (401, then 403)."""
 
     async def dependency(request: Request) -> Principal:
-        principal = await host_of(request).verifier.verify(request.headers.get("authorization"))
+        principal = await verifier_of(request).verify(request.headers.get("authorization"))
         if not principal.can(scope):
             raise Forbidden(f"this API key lacks the scope {scope!r}", details={"scopeRequired": scope})
         request.state.principal = principal

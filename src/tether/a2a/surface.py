@@ -1,0 +1,40 @@
+"""What the A2A surface works with, handed in by the composition root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from tether.auth.keys import KeyVerifier
+from tether.egress.guard import EgressGuard
+from tether.engine.engine import Engine
+from tether.engine.follow import RunLogs
+from tether.engine.registry import WorkflowRegistry
+from tether.secrets import SecretBox
+from tether.settings import Settings
+from tether.store.base import Store
+
+__all__ = ["A2ASurface", "a2a_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class A2ASurface:
+    """The collaborators of ``/v1/a2a``, the agent card and the A2A seams: no more, no less."""
+
+    settings: Settings
+    store: Store
+    engine: Engine
+    registry: WorkflowRegistry
+    logs: RunLogs
+    verifier: KeyVerifier
+    #: checks push URLs before anything is stored
+    guard: EgressGuard
+    #: seals push tokens and credentials
+    box: SecretBox
+
+
+def a2a_of(request: Request) -> A2ASurface:
+    """The A2A surface of the app serving ``request`` (put on its state by the lifespan)."""
+    surface: A2ASurface = request.app.state.a2a
+    return surface
