@@ -84,12 +84,12 @@ async def push_config(request: Request, principal: Principal = Depends(require("
     try:
         EgressGuard(EgressPolicy()).check_url(url)  # the production posture: no operator relaxation
     except EgressRefused as refused:
-        return json_response({"error": "a2a_push_egress_denied", "message": refused.message, "details": {"url": url, "arm": refused.arm}}, 400)
+        raise InvalidInput(refused.message, code="a2a_push_egress_denied", details={"url": url, "arm": refused.arm}) from refused
     a2a = a2a_of(request)
     try:
         await check_push_url(a2a, url)
     except InvalidParams as refused:
-        return json_response({"error": "a2a_push_egress_denied", "message": refused.message, "details": {"url": url}}, 400)
+        raise InvalidInput(refused.message, code="a2a_push_egress_denied", details={"url": url}) from refused
     record = await a2a.store.get_task(task_id, principal.tenant)
     if record is None:
         raise NotFound(f"no A2A task {task_id!r}", details={"taskId": task_id})

@@ -1,6 +1,6 @@
 """The durable task record: projected in the run's own transaction, read back per tenant.
 
-:func:`project_task_record` is registered on ``engine.projectors``. For every commit of
+:func:`project_task_record` is one of the engine's projectors (given it by ``tether.app``). For every commit of
 an A2A-backed run (``transport == "a2a"``) it returns the run's A2ATaskState whenever
 what the record says changes, so the record and the events that changed it are one
 write: a crash can never leave a stale ``working`` behind a run paused at a gate.
