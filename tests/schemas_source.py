@@ -258,9 +258,7 @@ class Resolver:
                             response = client.get(url)
                             response.raise_for_status()
                         except httpx.HTTPError as exc:
-                            raise SchemasUnavailable(
-                                f"downloading {url} failed ({type(exc).__name__}: {exc})"
-                            ) from exc
+                            raise SchemasUnavailable(f"downloading {url} failed ({type(exc).__name__}: {exc})") from exc
                         actual = hashlib.sha256(response.content).hexdigest()
                         if actual != pinned.sha256:
                             raise SchemasUnavailable(
@@ -280,10 +278,16 @@ class Resolver:
             shutil.rmtree(staging, ignore_errors=True)
 
     def _unavailable(self, group: Group, reason: str) -> SchemasUnavailable:
-        manifest = self.lookup.manifest.source or "the manifest"
-        variables = " and ".join(f"{ENV_DIRS[name]}" for name in self.lookup.manifest.groups if name in ENV_DIRS)
+        manifest = self.lookup.manifest
+        variables = " and ".join(f"{ENV_DIRS[name]}" for name in manifest.groups if name in ENV_DIRS)
+        if self.lookup.base_url == manifest.base_url:
+            network = f"allow network access to {manifest.base_url} (or set {BASE_URL_ENV} to a mirror of it)"
+        else:
+            network = (
+                f"make the mirror at {self.lookup.base_url} ({BASE_URL_ENV}) serve the pinned files, "
+                f"or unset {BASE_URL_ENV} to download from {manifest.base_url}"
+            )
         return SchemasUnavailable(
             f"official test {group.name} unavailable: {reason}. To fix: set {variables} to folders holding the "
-            f"files pinned in {manifest}, or allow network access to {self.lookup.base_url} "
-            f"(or set {BASE_URL_ENV} to a mirror of it)."
+            f"files pinned in {manifest.source or 'the manifest'}, or {network}."
         )
