@@ -190,8 +190,8 @@ class Resolver:
     """Resolves each group once and remembers the outcome, failures included, so a dead network costs one try."""
 
     lookup: Lookup
-    _outcomes: dict[str, Path | SchemasUnavailable] = field(default_factory=dict)
-    _download_error: SchemasUnavailable | None = None
+    _outcomes: dict[str, Path | SchemasUnavailable] = field(default_factory=dict, init=False)
+    _download_error: SchemasUnavailable | None = field(default=None, init=False)
 
     def resolve(self, name: str) -> Path:
         """The verified folder of group ``name``, or SchemasUnavailable saying what to do."""
