@@ -2,7 +2,8 @@
 
 Test packages carry no ``__init__.py``, so ``tests/`` itself is not a package; putting it
 on ``sys.path`` lets any test write ``from schemas import openwop_validator`` whatever
-pytest's import mode.
+pytest's import mode. When collected tests use the official schemas, a hook checks once that
+they can be had (``schemas_source`` finds or downloads them) and stops the session otherwise.
 """
 
 from __future__ import annotations
@@ -10,6 +11,24 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 _TESTS_DIR = str(Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Stop once, before any test runs, when collected tests need the official schemas and none can be had.
+
+    Only when a collected module imported ``schemas``: ``pytest tests/store`` needs no oracle, and
+    should neither download one nor fail for the lack of it. Failing here prints the one message
+    (what to set, or which file's hash differed) instead of the same failure in every test.
+    """
+    schemas = sys.modules.get("schemas")
+    unavailable = getattr(schemas, "unavailable", None)
+    if unavailable is None:
+        return
+    problem = unavailable()
+    if problem is not None:
+        raise pytest.UsageError(problem)

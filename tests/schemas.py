@@ -2,11 +2,13 @@
 
 Tests check Tether's output (and its own validation) against the published schemas
 rather than against Tether's code, so a shared misunderstanding cannot make both pass.
-The schemas are not vendored into the project: point ``TETHER_SCHEMAS_DIR`` at a folder
-holding ``openwop/`` (the ``schemas/`` directory of openwop/openwop) and
-``a2a-v0.3.0.json`` (the A2A v0.3 JSON Schema). The default is ``../shared/schemas``
-next to the repository. Fixtures come from ``TETHER_FIXTURES_DIR``, by default
-``<schemas>/../fixtures/openwop-conformance``.
+The schemas are not vendored into the project. ``schemas_manifest.json`` pins each file
+(``openwop/``, the ``schemas/`` files of openwop/openwop and openwop/openwop-sdks, and
+``a2a-v0.3.0.json``, the A2A v0.3 JSON Schema) and each conformance fixture by upstream
+URL and sha256; ``schemas_source`` finds a verified copy in ``TETHER_SCHEMAS_DIR`` /
+``TETHER_FIXTURES_DIR``, in ``../shared`` beside the repository, in the user's cache, or
+downloads one (its docstring gives the order). ``conftest.py`` fails the session once,
+before any test runs, when none can be had.
 
 Validators are built once per name and cached: build them freely in tests.
 
@@ -28,12 +30,14 @@ from jsonschema import Draft7Validator, Draft202012Validator
 from jsonschema.protocols import Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7, DRAFT202012
+from schemas_source import Lookup, Manifest, Resolver, SchemasUnavailable
 
 __all__ = [
     "a2a_validator",
     "fixtures_dir",
     "openwop_validator",
     "schemas_dir",
+    "unavailable",
 ]
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -44,32 +48,36 @@ _A2A_URI = "https://tether.invalid/schemas/a2a-v0.3.0.json"
 
 
 @functools.cache
+def _resolver() -> Resolver:
+    """One resolver per session: each group is looked up (and at most downloaded) once."""
+    return Resolver(Lookup.from_environ(os.environ, repo_root=_REPO_ROOT, manifest=Manifest.load()))
+
+
+def unavailable() -> str | None:
+    """Why the oracle cannot be had, or None: what ``conftest.py`` reports once, before any test runs."""
+    for group in _resolver().lookup.manifest.groups:
+        try:
+            _resolver().resolve(group)
+        except SchemasUnavailable as exc:
+            return str(exc)
+    return None
+
+
+def _folder(group: str) -> Path:
+    try:
+        return _resolver().resolve(group)
+    except SchemasUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
 def schemas_dir() -> Path:
-    """The schema folder; fails the test, saying how to provide it, when it is missing."""
-    configured = os.environ.get("TETHER_SCHEMAS_DIR")
-    path = Path(configured) if configured else _REPO_ROOT.parent / "shared" / "schemas"
-    if not (path / "openwop").is_dir() or not (path / _A2A_FILE).is_file():
-        pytest.fail(
-            f"official schemas not found at {path}: set TETHER_SCHEMAS_DIR to a folder holding "
-            f"'openwop/' (a checkout of the OpenWOP schemas, openwop/openwop 'schemas/') "
-            f"and '{_A2A_FILE}' (the A2A v0.3 JSON schema)",
-            pytrace=False,
-        )
-    return path
+    """The verified schema folder; fails the test, saying how to provide it, when there is none."""
+    return _folder("schemas")
 
 
-@functools.cache
 def fixtures_dir() -> Path:
-    """The OpenWOP conformance fixtures folder (``TETHER_FIXTURES_DIR`` or beside the schemas)."""
-    configured = os.environ.get("TETHER_FIXTURES_DIR")
-    path = Path(configured) if configured else schemas_dir().parent / "fixtures" / "openwop-conformance"
-    if not path.is_dir():
-        pytest.fail(
-            f"OpenWOP conformance fixtures not found at {path}: set TETHER_FIXTURES_DIR to a folder "
-            f"of conformance-*.json workflows (openwop/openwop 'conformance/fixtures/')",
-            pytrace=False,
-        )
-    return path
+    """The verified OpenWOP conformance fixtures folder (the ``conformance-*.json`` workflows)."""
+    return _folder("fixtures")
 
 
 def _read_json(path: Path) -> Any:
@@ -81,10 +89,14 @@ def _openwop_ids() -> dict[str, str]:
     """Map each schema file, relative to ``openwop/`` (``v2/x.schema.json``), to its ``$id``."""
     root = schemas_dir() / "openwop"
     ids: dict[str, str] = {}
-    for path in sorted(root.rglob("*.json")):
-        schema_id = _read_json(path).get("$id")
+    # the pinned (verified) files only, not whatever else a folder holds
+    for pinned in sorted(_resolver().lookup.manifest.groups["schemas"].files, key=lambda pinned: pinned.path):
+        relative = pinned.path.removeprefix("openwop/")
+        if relative == pinned.path:
+            continue
+        schema_id = _read_json(root / relative).get("$id")
         if isinstance(schema_id, str):
-            ids[path.relative_to(root).as_posix()] = schema_id
+            ids[relative] = schema_id
     return ids
 
 
