@@ -49,6 +49,7 @@ from tether.types import Principal
 from tether.errors import Conflict
 from tether.a2a.surface import A2ASurface
 from tether.ids import new_id
+from tether.run_state import InterruptRecord
 from tether.store.base import Extra, RunRow, TaskMessage
 
 __all__ = ["METHODS", "STREAMING_METHODS", "A2AHandlers", "Stream", "required_scope"]
@@ -258,8 +259,7 @@ class A2AHandlers:
             )
         if await self._has_message(live.run.run_id, message.messageId):
             return live.run, live.context_id
-        self._check_waiting(live)
-        interrupt = live.run.state["interrupt"]
+        interrupt = self._check_waiting(live)
         value = reply_value(message, interrupt)
         extras: list[Extra] = [
             TaskMessage(live.run.run_id, message.messageId, _history_entry(message.model_dump(exclude_none=True), live.run.run_id, live.context_id), clock.now_iso())
@@ -281,7 +281,8 @@ class A2AHandlers:
         return any(entry.get("messageId") == message_id for entry in await self.a2a.store.list_task_messages(task_id))
 
     @staticmethod
-    def _check_waiting(live: LiveTask) -> None:
+    def _check_waiting(live: LiveTask) -> InterruptRecord:
+        """The interrupt a reply answers; refuses a task that is over or waits for nothing."""
         state = task_state(live.run.status)
         task_id = live.run.run_id
         if state in TERMINAL:
@@ -290,11 +291,13 @@ class A2AHandlers:
                 f"send a new message without taskId (it may reuse contextId {live.context_id!r})",
                 data={"state": state},
             )
-        if not live.run.state.get("interrupt"):
+        interrupt = live.run.state.get("interrupt")
+        if not interrupt:
             raise UnsupportedOperation(
                 f"task {task_id!r} is {state} and waits for no input; reply once it is input-required",
                 data={"state": state},
             )
+        return interrupt
 
     # tasks/* -------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tether.a2a.jsonrpc import ContentTypeNotSupported, InvalidParams
+from tether.run_state import InterruptRecord
 
 __all__ = [
     "DataPart",
@@ -149,7 +150,7 @@ def message_inputs(message: Message) -> dict[str, Any]:
     return inputs
 
 
-def reply_value(message: Message, interrupt: dict[str, Any]) -> Any:
+def reply_value(message: Message, interrupt: InterruptRecord) -> Any:
     """The resume value a reply carries for the task's pending ``interrupt``.
 
     Approvals take a data part in the five-action vocabulary (or the legacy
@@ -160,7 +161,7 @@ def reply_value(message: Message, interrupt: dict[str, Any]) -> Any:
     _refuse_files(message)
     data = _data(message)
     text = _text(message)
-    kind = interrupt.get("kind")
+    kind = interrupt["kind"]
     if kind == "approval":
         if data:
             return data

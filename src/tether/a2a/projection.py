@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from tether.run_state import RunSnapshot
 from tether.store.base import RunRow
 
 __all__ = [
@@ -97,14 +98,14 @@ def _agent_message(message_id: str, task_id: str, context_id: str, text: str, da
     }
 
 
-def _error(state: Mapping[str, Any]) -> dict[str, Any] | None:
+def _error(state: RunSnapshot) -> dict[str, Any] | None:
     error = state.get("error")
     if state.get("status") != "failed" or not isinstance(error, dict):
         return None
     return {"code": str(error.get("code", "run_failed")), "message": str(error.get("message", "the run failed"))}
 
 
-def status_view(state: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+def status_view(state: RunSnapshot) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
     """(TaskState, interrupt carrier, error): what a client can see of a snapshot's status."""
     status = task_state(state["status"])
     interrupt = state.get("interrupt")
@@ -112,14 +113,15 @@ def status_view(state: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None, d
     return status, carrier, _error(state)
 
 
-def _status(task_id: str, context_id: str, state: Mapping[str, Any], timestamp: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _status(task_id: str, context_id: str, state: RunSnapshot, timestamp: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The TaskStatus and the ``metadata`` of a snapshot (shared by Tasks and status updates)."""
     status_name, carrier, error = status_view(state)
     status: dict[str, Any] = {"state": status_name, "timestamp": timestamp}
     openwop: dict[str, Any] = {"runId": task_id, "runStatus": state["status"]}
     if carrier is not None:
         openwop["interrupt"] = carrier
-        interrupt_id = (state.get("interrupt") or {}).get("interruptId") or carrier["nodeId"]
+        interrupt = state.get("interrupt")
+        interrupt_id = (interrupt["interruptId"] if interrupt else None) or carrier["nodeId"]
         status["message"] = _agent_message(f"{interrupt_id}-request", task_id, context_id, _prompt_text(carrier), {"interrupt": carrier})
     if error is not None:
         openwop["error"] = error
@@ -127,7 +129,7 @@ def _status(task_id: str, context_id: str, state: Mapping[str, Any], timestamp: 
     return status, {"openwop": openwop}
 
 
-def artifacts(task_id: str, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+def artifacts(task_id: str, state: RunSnapshot) -> list[dict[str, Any]]:
     """A completed run's outputs as one Artifact with a stable id (none before completion)."""
     if state.get("status") != "completed":
         return []
@@ -170,7 +172,7 @@ def updates(
     context_id: str,
     event: Mapping[str, Any],
     before: tuple[str, dict[str, Any] | None, dict[str, Any] | None],
-    after: Mapping[str, Any],
+    after: RunSnapshot,
     *,
     final_on_input_required: bool,
 ) -> list[dict[str, Any]]:
@@ -194,7 +196,7 @@ def updates(
     return out
 
 
-def task_record(task_id: str, context_id: str, state: Mapping[str, Any], updated_at: str) -> dict[str, Any]:
+def task_record(task_id: str, context_id: str, state: RunSnapshot, updated_at: str) -> dict[str, Any]:
     """The persisted A2ATaskState: content-free (no inputs, outputs, artifacts, credentials)."""
     record: dict[str, Any] = {
         "taskId": task_id,

@@ -94,8 +94,8 @@ def push_record(record: Mapping[str, Any], configs: list[PushConfigRow]) -> dict
 
 def _moment(row: RunRow) -> tuple[str, str | None]:
     state = status_view(row.state)[0]
-    interrupt = row.state.get("interrupt") or {}
-    return state, interrupt.get("interruptId")
+    interrupt = row.state.get("interrupt")
+    return state, interrupt["interruptId"] if interrupt else None
 
 
 def push_projector(body_mode: str) -> Projector:

@@ -38,6 +38,7 @@ from tether.a2a.projection import (
     updates,
 )
 from tether.engine.state import apply, initial_snapshot
+from tether.run_state import RunSnapshot
 from tether.errors import TetherError
 from tether.a2a.surface import A2ASurface
 from tether.ids import new_id
@@ -80,7 +81,7 @@ def parse_after(header: str | None, metadata: dict[str, Any] | None, row: RunRow
     return raw
 
 
-async def _snapshot_at(store: Store, row: RunRow, sequence: int) -> dict[str, Any]:
+async def _snapshot_at(store: Store, row: RunRow, sequence: int) -> RunSnapshot:
     """The run's snapshot as it was right after ``sequence``, folded from the log."""
     state = initial_snapshot(row.run_id, row.workflow_id, row.created_at)
     last = -1
@@ -108,14 +109,14 @@ class StreamProjections:
 
     def __init__(self, capacity: int = 1024) -> None:
         self.capacity = capacity
-        self._kept: OrderedDict[tuple[str, int, bool], tuple[list[tuple[bool, orjson.Fragment]], dict[str, Any]]] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, int, bool], tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot]] = OrderedDict()
 
-    def get(self, task_id: str, sequence: int, final_on_input_required: bool) -> tuple[list[tuple[bool, orjson.Fragment]], dict[str, Any]] | None:
+    def get(self, task_id: str, sequence: int, final_on_input_required: bool) -> tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot] | None:
         return self._kept.get((task_id, sequence, final_on_input_required))
 
     def keep(
-        self, task_id: str, sequence: int, final_on_input_required: bool, produced: list[dict[str, Any]], state: dict[str, Any]
-    ) -> tuple[list[tuple[bool, orjson.Fragment]], dict[str, Any]]:
+        self, task_id: str, sequence: int, final_on_input_required: bool, produced: list[dict[str, Any]], state: RunSnapshot
+    ) -> tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot]:
         kept = ([(bool(item.get("final")), orjson.Fragment(orjson.dumps(item))) for item in produced], state)
         self._kept[(task_id, sequence, final_on_input_required)] = kept
         if len(self._kept) > self.capacity:
@@ -129,7 +130,7 @@ async def _follow(
     task_id: str,
     context_id: str,
     after: int,
-    state: dict[str, Any],
+    state: RunSnapshot,
     *,
     own: bool,
     final_on_input_required: bool,

@@ -53,13 +53,13 @@ def project_task_record(before: RunRow | None, after: RunRow, events: list[dict[
         return []
     if before is not None and before.state.get("transport") == A2A_TRANSPORT and _view(before) == _view(after):
         return []
-    owner = after.state.get("owner") or {}
+    owner = after.state.get("owner")
     context = context_of(after)
     return [
         TaskRecord(
             task_id=after.run_id,
             tenant=after.tenant,
-            principal=str(owner.get("principal", "")),
+            principal=owner.get("principal", "") if owner else "",
             context_id=context,
             record=task_record(after.run_id, context, after.state, after.updated_at),
             updated_at=after.updated_at,

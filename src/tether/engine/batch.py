@@ -11,28 +11,30 @@ from typing import Any
 
 import orjson
 
-from tether import __version__
 from tether import clock
+from tether.engine.events import ENGINE_VERSION, NewEvent
 from tether.engine.state import apply, evolve
 from tether.ids import new_id
+from tether.run_state import RunSnapshot
 from tether.store.base import Commit, EventRow, IdempotencyRecord, RunRow
 
-ENGINE_VERSION = __version__
+__all__ = ["ENGINE_VERSION", "Batch", "due_at", "duration_ms", "ms", "new_event"]
 
 
-def new_event(run_id: str, sequence: int, type_: str, payload: Any, node_id: str | None = None, at: str | None = None) -> dict[str, Any]:
+def new_event(run_id: str, sequence: int, event: NewEvent, at: str | None = None) -> dict[str, Any]:
+    """The RunEventDoc of ``event`` at ``sequence``: its envelope, stamped now unless ``at``."""
     doc: dict[str, Any] = {
         "eventId": new_id("evt_"),
         "runId": run_id,
-        "type": type_,
-        "payload": payload,
+        "type": event.type,
+        "payload": event.payload,
         "timestamp": at or clock.now_iso(),
         "sequence": sequence,
         "schemaVersion": 1,
         "engineVersion": ENGINE_VERSION,
     }
-    if node_id is not None:
-        doc["nodeId"] = node_id
+    if event.node_id is not None:
+        doc["nodeId"] = event.node_id
     return doc
 
 
@@ -47,8 +49,9 @@ class Batch:
         self.state = row.state  # the row's own snapshot until the first event: then a copy
         self._copied = owned
 
-    def add(self, type_: str, payload: Any, node_id: str | None = None, at: str | None = None) -> None:
-        doc = new_event(self.row.run_id, self.row.last_sequence + 1 + len(self.docs), type_, payload, node_id, at)
+    def add(self, event: NewEvent, at: str | None = None) -> None:
+        """Number ``event`` after those already added and fold it into this batch's snapshot."""
+        doc = new_event(self.row.run_id, self.row.last_sequence + 1 + len(self.docs), event, at)
         if self._copied:
             apply(self.state, doc)  # this batch's own snapshot
         else:
@@ -79,14 +82,15 @@ class Batch:
         )
 
 
-def due_at(state: dict[str, Any]) -> str | None:
+def due_at(state: RunSnapshot) -> str | None:
     """When the run next needs attention unasked: its gate's deadline or its delay's wake-up."""
     interrupt = state.get("interrupt")
     if interrupt:
-        if interrupt.get("timeoutMs"):
-            return clock.iso(clock.parse(interrupt["requestedAt"]) + ms(interrupt["timeoutMs"]))
+        timeout = interrupt.get("timeoutMs")
+        if timeout:
+            return clock.iso(clock.parse(interrupt["requestedAt"]) + ms(timeout))
         return None
-    wakes = [e["wakeAt"] for e in state.get("nodeStates", {}).values() if e.get("status") == "running" and "wakeAt" in e]
+    wakes = [e["wakeAt"] for e in state["nodeStates"].values() if e["status"] == "running" and "wakeAt" in e]
     return min(wakes) if wakes else None
 
 
@@ -94,9 +98,9 @@ def ms(value: int | float) -> timedelta:
     return timedelta(milliseconds=value)
 
 
-def duration_ms(state: dict[str, Any]) -> int:
+def duration_ms(state: RunSnapshot) -> int:
     """Milliseconds since the run started, for the ``durationMs`` of run events."""
-    started = state.get("startedAt") or state.get("createdAt")
+    started = state.get("startedAt") or state["createdAt"]
     if not started:
         return 0
     return max(int((clock.now() - clock.parse(started)).total_seconds() * 1000), 0)

@@ -13,23 +13,25 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 
 from tether import clock
-from tether.engine import hitl
-from tether.engine.batch import ENGINE_VERSION, Batch, duration_ms, ms
+from tether.engine import events
+from tether.engine.batch import Batch, duration_ms, ms
+from tether.engine.events import ApprovalResume
 from tether.engine.resolution import resolution_events
 from tether.engine.nodes import HANDLERS, Completed, Failed, NodeContext, Outcome, Sleep, Suspend
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
 from tether.engine.scheduler import Execute, Fail, Finish, Skip, Wait, node_outputs, plan, resolve_inputs
-from tether.engine.state import CANCEL_REQUESTED, initial_snapshot
+from tether.engine.state import initial_snapshot
 from tether.engine.workflow import WorkflowDefinition, validate_inputs
 from tether.errors import Conflict, InvalidInput, NotFound, SequenceConflict, Unprocessable
 from tether.ids import new_id
 from tether.engine.cluster import Cluster, LeaseSettings
-from tether.types import TERMINAL, WAITING, Principal
+from tether.run_state import ErrorObject, RunSnapshot
+from tether.types import TERMINAL, WAITING, Principal, RunStatus
 from tether.store.base import Commit, Extra, IdempotencyClaimed, IdempotencyRecord, LeaseLost, RunRow, Store
 
 #: Called with (run before, run after, the events) for every commit; what it returns is
@@ -41,6 +43,9 @@ CommitHook = Callable[[Commit, int], None]
 log = logging.getLogger("tether.engine")
 
 _MAX_RETRIES = 50
+
+#: typed, so that mypy rejects a misspelt status here (a tuple literal it would not check)
+_CANCELLING_OR_CANCELLED: Final[frozenset[RunStatus]] = frozenset({"cancelling", "cancelled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,18 +220,16 @@ class Engine:
         now = clock.now_iso()
         empty = RunRow(run_id, principal.tenant, workflow_id, "pending", -1, initial_snapshot(run_id, workflow_id, now), now, now)
         batch = Batch(empty, owned=True)
-        payload: dict[str, Any] = {
-            "workflowId": workflow_id,
-            "inputs": variables,
-            "transport": transport,
-            "engineVersion": ENGINE_VERSION,
-            "owner": {"tenant": principal.tenant, "principal": principal.name},
-            "tags": list(tags or []),
-            "metadata": dict(metadata or {}),
-        }
-        if callback_url is not None:
-            payload["callbackUrl"] = callback_url
-        batch.add("run.started", payload, at=now)
+        started = events.run_started(
+            workflow_id,
+            variables,
+            transport=transport,
+            owner={"tenant": principal.tenant, "principal": principal.name},
+            tags=list(tags or []),
+            metadata=dict(metadata or {}),
+            callback_url=callback_url,
+        )
+        batch.add(started, at=now)
         if advance:
             self._advance(entry.workflow, batch)
         commit = batch.commit(new=True)
@@ -330,7 +333,9 @@ class Engine:
         wf = self.registry.get(row.workflow_id).workflow
         batch = Batch(row, fence)
         if row.status == "cancelling":
-            batch.add("run.cancelled", {"reason": row.state.get("cancelReason", "cancelled"), "cancelledBy": row.state.get("cancelledBy", "system"), "durationMs": duration_ms(row.state)})
+            state = row.state
+            reason, by = state.get("cancelReason", "cancelled"), state.get("cancelledBy", "system")
+            batch.add(events.run_cancelled(reason, by, duration_ms(state)))
             await self._commit(batch)
             return False
         sleep = self._advance(wf, batch)
@@ -349,16 +354,17 @@ class Engine:
             try:
                 decision = plan(wf, batch.state)
             except InvalidInput as exc:  # an edge condition that cannot be evaluated on this data
-                batch.add("run.failed", {"error": {"code": "node_execution_failed", "message": exc.message}, "durationMs": duration_ms(batch.state)})
+                error: ErrorObject = {"code": "node_execution_failed", "message": exc.message}
+                batch.add(events.run_failed(error, duration_ms(batch.state)))
                 return None
             if isinstance(decision, Skip):
-                batch.add("node.skipped", {"nodeId": decision.node_id, "reason": decision.reason}, decision.node_id)
+                batch.add(events.node_skipped(decision.node_id, decision.reason))
                 continue
             if isinstance(decision, Finish):
-                batch.add("run.completed", {"outputs": decision.outputs, "durationMs": duration_ms(batch.state)})
+                batch.add(events.run_completed(decision.outputs, duration_ms(batch.state)))
                 return None
             if isinstance(decision, Fail):
-                batch.add("run.failed", {"error": decision.error, "failedNodeId": decision.node_id, "durationMs": duration_ms(batch.state)})
+                batch.add(events.run_failed(decision.error, duration_ms(batch.state), failed_node_id=decision.node_id))
                 return None
             if isinstance(decision, Wait):
                 return None
@@ -371,22 +377,22 @@ class Engine:
                     remaining = (clock.parse(entry_state["wakeAt"]) - clock.now()).total_seconds()
                     if remaining > 0:
                         return remaining
-                    batch.add("node.completed", {"nodeId": node.id, "outputs": {}, "durationMs": outcome.ms}, node.id)
+                    batch.add(events.node_completed(node.id, {}, outcome.ms))
                     continue
                 if outcome.ms == 0:
-                    batch.add("node.started", {"nodeId": node.id, "typeId": node.typeId, "attempt": 0}, node.id)
-                    batch.add("node.completed", {"nodeId": node.id, "outputs": {}, "durationMs": 0}, node.id)
+                    batch.add(events.node_started(node.id, node.typeId))
+                    batch.add(events.node_completed(node.id, {}))
                     continue
                 wake_at = clock.iso(clock.now() + ms(outcome.ms))
-                batch.add("node.started", {"nodeId": node.id, "typeId": node.typeId, "attempt": 0, "wakeAt": wake_at}, node.id)
+                batch.add(events.node_started(node.id, node.typeId, wake_at))
                 return outcome.ms / 1000
             if not decision.resume:
-                batch.add("node.started", {"nodeId": node.id, "typeId": node.typeId, "attempt": 0}, node.id)
+                batch.add(events.node_started(node.id, node.typeId))
             if isinstance(outcome, Completed):
-                batch.add("node.completed", {"nodeId": node.id, "outputs": outcome.outputs, "durationMs": 0}, node.id)
+                batch.add(events.node_completed(node.id, outcome.outputs))
                 continue
             if isinstance(outcome, Failed):
-                batch.add("node.failed", {"nodeId": node.id, "error": outcome.error, "attempts": 1}, node.id)
+                batch.add(events.node_failed(node.id, outcome.error))
                 continue
             assert isinstance(outcome, Suspend)
             self._suspend(batch, node.id, outcome)
@@ -424,18 +430,19 @@ class Engine:
     async def _check_cancel(self, run_id: str) -> None:
         row = await self.store.get_run(run_id)
         sleep = self._sleeps.get(run_id)
-        if row is not None and row.status in ("cancelling", "cancelled") and sleep is not None:
+        if row is not None and row.status in _CANCELLING_OR_CANCELLED and sleep is not None:
             sleep.cancel()
 
     async def _fail_unrunnable(self, row: RunRow, message: str) -> None:
         batch = Batch(row)
-        batch.add("run.failed", {"error": {"code": "invalid_workflow_definition", "message": message}, "durationMs": duration_ms(row.state)})
+        error: ErrorObject = {"code": "invalid_workflow_definition", "message": message}
+        batch.add(events.run_failed(error, duration_ms(row.state)))
         try:
             await self._commit(batch)
         except SequenceConflict:
             self.kick(row.run_id)
 
-    def _run_node(self, wf: WorkflowDefinition, node_id: str, state: dict[str, Any], run_id: str) -> Outcome:
+    def _run_node(self, wf: WorkflowDefinition, node_id: str, state: RunSnapshot, run_id: str) -> Outcome:
         node = wf.node(node_id)
         try:
             inputs = resolve_inputs(wf, node_id, state)
@@ -448,29 +455,12 @@ class Engine:
         interrupt_id = new_id("int_")
         count = sum(1 for r in batch.state.get("resolvedInterrupts", []) if r.get("nodeId") == node_id)
         key = f"{batch.row.run_id}:{node_id}:{count}"
-        batch.add("node.suspended", {"nodeId": node_id, "interruptId": interrupt_id, "kind": outcome.kind, "key": key}, node_id)
-        requested: dict[str, Any] = {"kind": outcome.kind, "key": key, "data": outcome.data}
-        if outcome.timeout_ms:
-            requested["timeoutMs"] = outcome.timeout_ms
-        batch.add("interrupt.requested", requested, node_id)
+        batch.add(events.node_suspended(node_id, interrupt_id, outcome.kind, key))
+        batch.add(events.interrupt_requested(node_id, outcome.kind, key, outcome.data, outcome.timeout_ms))
         if outcome.kind == "approval":
-            data = outcome.data
-            batch.add(
-                "approval.requested",
-                {
-                    "nodeId": node_id,
-                    "artifactId": data["artifactId"],
-                    "artifactType": data["artifactType"],
-                    "actions": hitl.legacy_actions(data["actions"]),
-                    "interruptId": interrupt_id,
-                    "title": data["title"],
-                    "approversList": data.get("approversList", []),
-                    "requiredApprovals": data.get("requiredApprovals", 1),
-                },
-                node_id,
-            )
+            batch.add(events.approval_requested(node_id, interrupt_id, outcome.data))
         elif outcome.kind == "clarification":
-            batch.add("clarification.requested", {"nodeId": node_id, "questions": outcome.data["questions"], "interruptId": interrupt_id}, node_id)
+            batch.add(events.clarification_requested(node_id, interrupt_id, outcome.data["questions"]))
 
     async def _sleep(self, run_id: str, seconds: float) -> None:
         """Sleep for a delay node; a cancel request cuts it short."""
@@ -512,13 +502,17 @@ class Engine:
             if not interrupt or interrupt.get("interruptId") != interrupt_id:
                 return
             node_id = interrupt["nodeId"]
-            batch.add("interrupt.resolved", {"nodeId": node_id, "interruptId": interrupt_id, "kind": interrupt["kind"], "resumeValue": {"action": "timeout"}, "resolvedBy": "system"}, node_id)
-            if interrupt["kind"] == "approval":
-                batch.add("approval.received", {"nodeId": node_id, "action": "timeout", "decidedAt": clock.now_iso(), "reason": "timeout"}, node_id)
-                error = {"code": "approval_rejected", "message": f"approval gate {node_id!r} timed out and was rejected", "details": {"reason": "timeout"}}
+            kind = interrupt["kind"]
+            batch.add(events.interrupt_resolved(node_id, interrupt_id, kind, {"action": "timeout"}, "system"))
+            error: ErrorObject
+            if kind == "approval":
+                timed_out: ApprovalResume = {"action": "timeout", "decidedAt": clock.now_iso(), "reason": "timeout"}
+                batch.add(events.approval_received(node_id, timed_out))
+                message = f"approval gate {node_id!r} timed out and was rejected"
+                error = {"code": "approval_rejected", "message": message, "details": {"reason": "timeout"}}
             else:
                 error = {"code": "node_timeout", "message": f"node {node_id!r} timed out waiting for input"}
-            batch.add("node.failed", {"nodeId": node_id, "error": error, "attempts": 1}, node_id)
+            batch.add(events.node_failed(node_id, error))
 
         await self._transition(None, run_id, decide)
         self.kick(run_id)
@@ -559,7 +553,7 @@ class Engine:
 
         row, _ = await self._transition(principal.tenant, run_id, decide, extras)
         for resolved in row.state.get("resolvedInterrupts", []):
-            timer = self._timers.pop(resolved.get("interruptId"), None)
+            timer = self._timers.pop(resolved["interruptId"], None)
             if timer is not None:
                 timer.cancel()
         if not row.is_terminal and (advance or row.status not in WAITING):
@@ -576,15 +570,15 @@ class Engine:
                 return
             if row.status in TERMINAL:
                 raise Conflict(f"run {run_id} already {row.status}", code="run_terminal", details={"runStatus": row.status})
-            who = {"reason": reason or "cancelled", "cancelledBy": principal.name}
-            inflight = [nid for nid, e in row.state.get("nodeStates", {}).items() if e.get("status") == "running"]
+            why = reason or "cancelled"
+            inflight = [nid for nid, e in row.state["nodeStates"].items() if e["status"] == "running"]
             if row.status not in WAITING and inflight:
-                batch.add("node.cancelled", {"nodeId": inflight[0], "reason": CANCEL_REQUESTED, "cancelReason": who["reason"], "cancelledBy": who["cancelledBy"]}, inflight[0])
+                batch.add(events.node_cancel_requested(inflight[0], why, principal.name))
                 return
             interrupt = row.state.get("interrupt")
             if interrupt:
-                batch.add("node.cancelled", {"nodeId": interrupt["nodeId"], "reason": "run-cancelled"}, interrupt["nodeId"])
-            batch.add("run.cancelled", {**who, "durationMs": duration_ms(row.state)})
+                batch.add(events.node_cancelled(interrupt["nodeId"]))
+            batch.add(events.run_cancelled(why, principal.name, duration_ms(row.state)))
 
         row, _ = await self._transition(principal.tenant, run_id, decide)
         if row.status == "cancelling":

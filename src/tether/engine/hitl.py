@@ -7,11 +7,16 @@ and A2A reply messages all end up in ``normalize_resume``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal, TypedDict, get_args
 
 from tether.errors import InvalidInput
 
-APPROVAL_ACTIONS = ("accept", "reject", "refine", "edit-accept", "ask")
+#: the five resume actions of an approval gate (``ApprovalData.actions``)
+ApprovalAction = Literal["accept", "reject", "refine", "edit-accept", "ask"]
+#: what an ``approval.received`` records: a decision that ended the wait (``ask`` does not)
+ApprovalOutcome = Literal["accept", "reject", "refine", "edit-accept", "timeout"]
+
+APPROVAL_ACTIONS: Final[tuple[ApprovalAction, ...]] = get_args(ApprovalAction)
 DEFAULT_GATE_ACTIONS = ("accept", "reject")
 REFINE_SCOPES = ("whole", "section", "items")
 
@@ -32,10 +37,30 @@ def legacy_actions(actions: list[str]) -> list[str]:
     return ["edit" if a == "edit-accept" else a for a in actions]
 
 
+class ApprovalFields(TypedDict, total=False):
+    """The optional fields of an approval decision, beside its action.
+
+    ``normalize_approval`` sets the caller's (which ones depends on the action); the
+    engine adds who decided and when, or the reason of a timeout. One TypedDict holds
+    both so that the recorded decision (``events.ApprovalResume``) can be built by
+    unpacking it: mypy accepts ``**`` into a TypedDict only from one declaring every
+    optional key of the target.
+    """
+
+    feedback: str
+    comment: str
+    refineFeedback: dict[str, Any]
+    editedArtifactData: Any
+    question: str
+    decidedBy: str
+    decidedAt: str
+    reason: str
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalDecision:
-    action: str
-    fields: dict[str, Any]
+    action: ApprovalAction
+    fields: ApprovalFields
 
 
 def normalize_approval(value: Any, allowed: list[str]) -> ApprovalDecision:
@@ -69,12 +94,11 @@ def normalize_approval(value: Any, allowed: list[str]) -> ApprovalDecision:
             f"this gate does not allow {action!r}; it allows {', '.join(allowed)}",
             details={"allowedActions": allowed},
         )
-    fields: dict[str, Any] = {}
-    for name in ("feedback", "comment"):
-        if name in value:
-            if not isinstance(value[name], str):
-                raise InvalidInput(f"'{name}' must be a string")
-            fields[name] = value[name]
+    fields: ApprovalFields = {}
+    if "feedback" in value:
+        fields["feedback"] = _string(value, "feedback")
+    if "comment" in value:
+        fields["comment"] = _string(value, "comment")
     if action == "refine":
         refine = value.get("refineFeedback")
         if refine is None and isinstance(value.get("feedback"), str):
@@ -95,6 +119,13 @@ def normalize_approval(value: Any, allowed: list[str]) -> ApprovalDecision:
             raise InvalidInput("action 'ask' needs a question (text)", details={"field": "question"})
         fields["question"] = question
     return ApprovalDecision(action, fields)
+
+
+def _string(value: dict[str, Any], name: str) -> str:
+    text = value[name]
+    if not isinstance(text, str):
+        raise InvalidInput(f"'{name}' must be a string")
+    return text
 
 
 def normalize_answers(value: Any, questions: list[dict[str, Any]]) -> dict[str, Any]:

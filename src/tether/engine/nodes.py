@@ -14,6 +14,7 @@ from typing import Any
 from tether.engine import expressions
 from tether.engine.hitl import gate_actions
 from tether.errors import InvalidInput
+from tether.run_state import ErrorObject, InterruptKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,7 @@ class Failed:
     message: str
 
     @property
-    def error(self) -> dict[str, Any]:
+    def error(self) -> ErrorObject:
         return {"code": self.code, "message": self.message}
 
 
@@ -57,7 +58,7 @@ class Sleep:
 class Suspend:
     """Stop and wait for a person or system; ``data`` is the InterruptPayload's data."""
 
-    kind: str
+    kind: InterruptKind
     data: dict[str, Any]
     timeout_ms: int | None = None
     approval: dict[str, Any] | None = None  # extra approval.requested fields

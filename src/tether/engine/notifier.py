@@ -38,7 +38,8 @@ class Wake:
         if self._set:
             return True
         loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
+        waiter: asyncio.Future[bool] = loop.create_future()  # the loop's futures are untyped (Any)
+        self._waiter = waiter
         timer = loop.call_later(seconds, _expire, waiter)
         try:
             return await waiter

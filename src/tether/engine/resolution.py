@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from tether import clock
-from tether.engine import hitl
+from tether.engine import events, hitl
 from tether.engine.batch import Batch
+from tether.engine.events import ApprovalResume
 from tether.errors import InvalidInput
+from tether.run_state import ErrorObject, InterruptRecord
 
 
-def resolution_events(batch: Batch, interrupt: dict[str, Any], resume_value: Any, decided_by: str) -> None:
+def resolution_events(batch: Batch, interrupt: InterruptRecord, resume_value: Any, decided_by: str) -> None:
     """The events that resolve ``interrupt`` with ``resume_value`` (raises on a bad value)."""
     node_id = interrupt["nodeId"]
     interrupt_id = interrupt["interruptId"]
@@ -22,32 +24,33 @@ def resolution_events(batch: Batch, interrupt: dict[str, Any], resume_value: Any
     now = clock.now_iso()
     if kind == "approval":
         decision = hitl.normalize_approval(resume_value, interrupt["data"]["actions"])
+        fields = decision.fields
         if decision.action == "ask":
-            batch.add("log.appended", {"kind": "approval.ask", "nodeId": node_id, "question": decision.fields["question"], "askedBy": decided_by, "level": "info", "message": decision.fields["question"]}, node_id)
+            batch.add(events.approval_ask(node_id, fields["question"], decided_by))
             return
-        resume = {"action": decision.action, **decision.fields, "decidedBy": decided_by, "decidedAt": now}
-        batch.add("interrupt.resolved", {"nodeId": node_id, "interruptId": interrupt_id, "kind": kind, "resumeValue": resume, "resolvedAt": now, "resolvedBy": decided_by}, node_id)
-        batch.add("approval.received", {"nodeId": node_id, **resume}, node_id)
-        batch.add("node.resumed", {"nodeId": node_id, "interruptId": interrupt_id, "resumeValue": resume}, node_id)
+        resume: ApprovalResume = {"action": decision.action, **fields, "decidedBy": decided_by, "decidedAt": now}
+        batch.add(events.interrupt_resolved(node_id, interrupt_id, kind, resume, decided_by, resolved_at=now))
+        batch.add(events.approval_received(node_id, resume))
+        batch.add(events.node_resumed(node_id, interrupt_id, resume))
         if decision.action == "reject":
-            error: dict[str, Any] = {"code": "approval_rejected", "message": f"approval gate {node_id!r} was rejected by {decided_by}"}
-            if "feedback" in decision.fields:
-                error["details"] = {"feedback": decision.fields["feedback"]}
-            batch.add("node.failed", {"nodeId": node_id, "error": error, "attempts": 1}, node_id)
+            message = f"approval gate {node_id!r} was rejected by {decided_by}"
+            error: ErrorObject = {"code": "approval_rejected", "message": message}
+            if "feedback" in fields:
+                error["details"] = {"feedback": fields["feedback"]}
+            batch.add(events.node_failed(node_id, error))
         else:
-            outputs = {"action": decision.action, "decidedBy": decided_by, **decision.fields}
-            batch.add("node.completed", {"nodeId": node_id, "outputs": outputs, "durationMs": 0}, node_id)
+            batch.add(events.node_completed(node_id, {"action": decision.action, "decidedBy": decided_by, **fields}))
         return
     if kind == "clarification":
         answers = hitl.normalize_answers(resume_value, interrupt["data"]["questions"])
-        resume = {"answers": answers}
-        batch.add("interrupt.resolved", {"nodeId": node_id, "interruptId": interrupt_id, "kind": kind, "resumeValue": resume, "resolvedAt": now, "resolvedBy": decided_by}, node_id)
-        batch.add("clarification.resolved", {"nodeId": node_id, "answers": answers, "answeredBy": decided_by}, node_id)
-        batch.add("node.resumed", {"nodeId": node_id, "interruptId": interrupt_id, "resumeValue": resume}, node_id)
-        batch.add("node.completed", {"nodeId": node_id, "outputs": {"answers": answers}, "durationMs": 0}, node_id)
+        answered = {"answers": answers}
+        batch.add(events.interrupt_resolved(node_id, interrupt_id, kind, answered, decided_by, resolved_at=now))
+        batch.add(events.clarification_resolved(node_id, answers, decided_by))
+        batch.add(events.node_resumed(node_id, interrupt_id, answered))
+        batch.add(events.node_completed(node_id, {"answers": answers}))
         return
     if not isinstance(resume_value, dict):
         raise InvalidInput("resumeValue for an external event must be an object")
-    batch.add("interrupt.resolved", {"nodeId": node_id, "interruptId": interrupt_id, "kind": kind, "resumeValue": resume_value, "resolvedAt": now, "resolvedBy": decided_by}, node_id)
-    batch.add("node.resumed", {"nodeId": node_id, "interruptId": interrupt_id, "resumeValue": resume_value}, node_id)
-    batch.add("node.completed", {"nodeId": node_id, "outputs": {"event": resume_value}, "durationMs": 0}, node_id)
+    batch.add(events.interrupt_resolved(node_id, interrupt_id, kind, resume_value, decided_by, resolved_at=now))
+    batch.add(events.node_resumed(node_id, interrupt_id, resume_value))
+    batch.add(events.node_completed(node_id, {"event": resume_value}))

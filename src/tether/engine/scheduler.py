@@ -12,6 +12,7 @@ from typing import Any
 
 from tether.engine import expressions
 from tether.engine.state import NODE_FINISHED, Snapshot
+from tether.run_state import ErrorObject
 from tether.engine.workflow import ConnectionPort, Edge, ExpressionPort, StaticPort, VariablePort, WorkflowDefinition
 
 #: outgoing edge rules that consume a failure (the failure is then routed, not fatal)
@@ -38,7 +39,7 @@ class Finish:
 @dataclass(frozen=True, slots=True)
 class Fail:
     node_id: str
-    error: dict[str, Any]
+    error: ErrorObject
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,7 @@ def _trigger_satisfied(edges: list[Edge], statuses: dict[str, str], context: dic
     return True
 
 
-def _unhandled_failure(wf: WorkflowDefinition, state: Snapshot) -> tuple[str, dict[str, Any]] | None:
+def _unhandled_failure(wf: WorkflowDefinition, state: Snapshot) -> tuple[str, ErrorObject] | None:
     for node in wf.nodes:
         entry = state.get("nodeStates", {}).get(node.id)
         if entry and entry.get("status") == "failed":

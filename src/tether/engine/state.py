@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
-from tether.types import TERMINAL, WAITING, RunStatus
+from tether.run_state import InterruptKind, InterruptRecord, NodeState, NodeStatus, RunSnapshot
+from tether.types import TERMINAL, RunStatus
 
-Snapshot = dict[str, Any]
+#: the snapshot of one run (kept as the engine's name for ``tether.run_state.RunSnapshot``)
+Snapshot = RunSnapshot
 
 
 #: interrupt kind -> the run status while it waits
-WAITING_STATUS_BY_KIND = {
+WAITING_STATUS_BY_KIND: Final[dict[InterruptKind, RunStatus]] = {
     "approval": "waiting-approval",
     "clarification": "waiting-input",
     "external-event": "waiting-external",
 }
 
 #: node statuses that mean "this node will not change any more"
-NODE_FINISHED = frozenset({"completed", "failed", "skipped", "cancelled"})
+NODE_FINISHED: Final[frozenset[NodeStatus]] = frozenset({"completed", "failed", "skipped", "cancelled"})
 
 CANCEL_REQUESTED = "cancel-requested"
 
@@ -44,13 +46,27 @@ def initial_snapshot(run_id: str, workflow_id: str, created_at: str) -> Snapshot
     }
 
 
+def _node(nodes: dict[str, NodeState], node_id: str, status: NodeStatus) -> NodeState:
+    """The node's entry with its new status; created (status first, as before) if it has none."""
+    entry = nodes.get(node_id)
+    if entry is None:
+        entry = nodes[node_id] = {"status": status}
+    else:
+        entry["status"] = status
+    return entry
+
+
 def apply(state: Snapshot, event: dict[str, Any]) -> Snapshot:
-    """Fold one event into ``state`` (mutated and returned). Unknown types change nothing."""
+    """Fold one event into ``state`` (mutated and returned). Unknown types change nothing.
+
+    ``event`` is a RunEventDoc as stored (JSON), so its payload is read as what it was
+    written as (``tether.engine.events``); the snapshot it builds is typed.
+    """
     kind = event["type"]
-    payload = event.get("payload") or {}
-    node_id = event.get("nodeId")
-    at = event["timestamp"]
-    nodes: dict[str, Any] = state.setdefault("nodeStates", {})
+    payload: Any = event.get("payload") or {}
+    node_id: Any = event.get("nodeId")
+    at: str = event["timestamp"]
+    nodes = state.setdefault("nodeStates", {})
 
     if kind == "run.started":
         state["status"] = STARTED
@@ -65,68 +81,88 @@ def apply(state: Snapshot, event: dict[str, Any]) -> Snapshot:
         if "callbackUrl" in payload:
             state["callbackUrl"] = payload["callbackUrl"]
     elif kind == "node.started":
-        entry = {"status": "running", "typeId": payload.get("typeId"), "attempt": payload.get("attempt", 0), "startedAt": at}
+        started: NodeState = {
+            "status": "running",
+            "typeId": payload.get("typeId"),
+            "attempt": payload.get("attempt", 0),
+            "startedAt": at,
+        }
         if "wakeAt" in payload:
-            entry["wakeAt"] = payload["wakeAt"]
-        nodes[node_id] = entry  # type: ignore[index]
+            started["wakeAt"] = payload["wakeAt"]
+        nodes[node_id] = started
         state["currentNodeId"] = node_id
     elif kind == "node.completed":
-        entry = nodes.setdefault(node_id, {})  # type: ignore[arg-type]
-        entry.update(status="completed", completedAt=at, outputs=payload.get("outputs", {}))
+        entry = _node(nodes, node_id, "completed")
+        entry["completedAt"] = at
+        entry["outputs"] = payload.get("outputs", {})
         entry.pop("wakeAt", None)
         outputs = payload.get("outputs")
         if isinstance(outputs, dict):
             state["variables"].update(outputs)
     elif kind == "node.failed":
-        entry = nodes.setdefault(node_id, {})  # type: ignore[arg-type]
-        entry.update(status="failed", completedAt=at, error=payload.get("error"))
+        entry = _node(nodes, node_id, "failed")
+        entry["completedAt"] = at
+        entry["error"] = payload.get("error")
     elif kind == "node.skipped":
-        nodes[node_id] = {"status": "skipped", "reason": payload.get("reason"), "completedAt": at}  # type: ignore[index]
+        nodes[node_id] = {"status": "skipped", "reason": payload.get("reason"), "completedAt": at}
     elif kind == "node.suspended":
-        nodes.setdefault(node_id, {})["status"] = "suspended"  # type: ignore[arg-type]
+        _node(nodes, node_id, "suspended")
     elif kind == "interrupt.requested":
-        state["interrupt"] = {
+        interrupt: InterruptRecord = {
             "kind": payload["kind"],
             "nodeId": node_id,
-            "interruptId": payload.get("interruptId") or state.get("pendingInterruptId"),
+            # node.suspended, committed just before, carries it (see the end of this function)
+            "interruptId": payload.get("interruptId") or state["pendingInterruptId"],
             "key": payload["key"],
             "data": payload["data"],
             "requestedAt": at,
-            **({"timeoutMs": payload["timeoutMs"]} if "timeoutMs" in payload else {}),
         }
+        if "timeoutMs" in payload:
+            interrupt["timeoutMs"] = payload["timeoutMs"]
+        state["interrupt"] = interrupt
         state.pop("pendingInterruptId", None)
         state["status"] = WAITING_STATUS_BY_KIND.get(payload["kind"], "waiting-external")
         state["currentNodeId"] = node_id
     elif kind == "interrupt.resolved":
-        state["resolvedInterrupts"].append({"nodeId": node_id, "interruptId": payload.get("interruptId")})
+        state["resolvedInterrupts"].append({"nodeId": node_id, "interruptId": payload["interruptId"]})
         state["interrupt"] = None
         state["status"] = "running"
     elif kind == "node.resumed":
-        nodes.setdefault(node_id, {})["status"] = "running"  # type: ignore[arg-type]
+        _node(nodes, node_id, "running")
     elif kind == "log.appended" and payload.get("kind") == "approval.ask":
         state.setdefault("askExchanges", {}).setdefault(node_id, []).append(
             {"question": payload.get("question"), "askedBy": payload.get("askedBy"), "askedAt": at}
         )
     elif kind == "node.cancelled":
-        nodes.setdefault(node_id, {})["status"] = "cancelled"  # type: ignore[arg-type]
+        _node(nodes, node_id, "cancelled")
         if payload.get("reason") == CANCEL_REQUESTED and state["status"] not in TERMINAL:
             state["status"] = "cancelling"
             state["cancelReason"] = payload.get("cancelReason", "cancelled")
             state["cancelledBy"] = payload.get("cancelledBy", "system")
     elif kind == "run.completed":
-        state.update(status="completed", completedAt=at, outputs=payload.get("outputs", {}), currentNodeId=None)
+        state["status"] = "completed"
+        state["completedAt"] = at
+        state["outputs"] = payload.get("outputs", {})
+        state["currentNodeId"] = None
     elif kind == "run.failed":
-        state.update(status="failed", completedAt=at, error=payload.get("error"), currentNodeId=None)
+        state["status"] = "failed"
+        state["completedAt"] = at
+        state["error"] = payload.get("error")
+        state["currentNodeId"] = None
     elif kind == "run.cancelled":
-        if state.get("interrupt"):
-            state["cancelledInterrupt"] = state["interrupt"]
-        state.update(status="cancelled", completedAt=at, interrupt=None, currentNodeId=None)
+        pending = state.get("interrupt")
+        if pending:
+            state["cancelledInterrupt"] = pending
+        state["status"] = "cancelled"
+        state["completedAt"] = at
+        state["interrupt"] = None
+        state["currentNodeId"] = None
         for entry in nodes.values():
             if entry.get("status") in ("running", "suspended"):
                 entry["status"] = "cancelled"
     # the interruptId is carried by node.suspended (the interrupt.requested payload is closed)
     if kind == "node.suspended":
-        state["pendingInterruptId"] = payload.get("interruptId")
+        state["pendingInterruptId"] = payload["interruptId"]
     return state
 
 

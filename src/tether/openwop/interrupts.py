@@ -14,11 +14,12 @@ from tether.openwop.models import ERRORS, ResolveRequest
 from tether.http.responses import json_response
 from tether.openwop.surface import RestSurface, rest_of
 from tether.openwop.tokens import TokenClaims
+from tether.run_state import InterruptRecord
 
 router = APIRouter(tags=["interrupts"], responses=ERRORS)
 
 
-async def _live(request: Request, token: str) -> tuple[TokenClaims, dict[str, Any]]:
+async def _live(request: Request, token: str) -> tuple[TokenClaims, InterruptRecord]:
     rest = rest_of(request)
     claims = rest.signer.verify(token)
     row = await rest.store.get_run(claims.run_id)

@@ -8,13 +8,15 @@ from tether import clock
 from tether.engine.batch import ENGINE_VERSION
 from tether.types import Principal
 from tether.openwop.tokens import TokenSigner
+from tether.run_state import InterruptRecord
 from tether.store.base import RunRow
 
 
-def interrupt_deadline(interrupt: dict[str, Any]) -> float | None:
-    if not interrupt.get("timeoutMs"):
+def interrupt_deadline(interrupt: InterruptRecord) -> float | None:
+    timeout = interrupt.get("timeoutMs")
+    if not timeout:
         return None
-    return float(clock.parse(interrupt["requestedAt"]).timestamp() + interrupt["timeoutMs"] / 1000)
+    return float(clock.parse(interrupt["requestedAt"]).timestamp() + timeout / 1000)
 
 
 def run_snapshot(row: RunRow, signer: TokenSigner, principal: Principal | None) -> dict[str, Any]:

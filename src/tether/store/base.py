@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from tether.run_state import RunSnapshot
 from tether.types import TERMINAL, RunStatus
 
 
@@ -27,7 +28,7 @@ class RunRow:
     workflow_id: str
     status: RunStatus
     last_sequence: int
-    state: dict[str, Any]
+    state: RunSnapshot
     created_at: str
     updated_at: str
     #: when something is next due without anyone asking: a delay's wake-up or a gate's deadline

@@ -1,0 +1,124 @@
+"""The shape of a run's snapshot: what ``engine.state.apply`` folds events into.
+
+The snapshot is stored beside the events (``RunRow.state``) and read by the store, the
+engine and both HTTP surfaces, so its shape lives here, importing nothing of Tether but
+``tether.types``: any layer may depend on it. These are ``TypedDict``s, not classes, because
+the snapshot is JSON on disk and a plain dict in memory; typing it only lets mypy reject a
+misspelt key (which a ``dict[str, Any]`` silently reads as ``None``) at no cost at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+from tether.types import RunStatus
+
+__all__ = [
+    "AskExchange",
+    "ErrorObject",
+    "InterruptKind",
+    "InterruptRecord",
+    "NodeState",
+    "NodeStatus",
+    "Owner",
+    "ResolvedInterrupt",
+    "RunSnapshot",
+]
+
+#: the interrupts Tether's nodes raise (``suspend-request.schema.json`` ``kind``, the subset used)
+InterruptKind = Literal["approval", "clarification", "external-event"]
+
+#: what ``apply`` records of a node (``nodeStates`` is implementation-shaped in the spec)
+NodeStatus = Literal["running", "completed", "failed", "skipped", "suspended", "cancelled"]
+
+
+class ErrorObject(TypedDict):
+    """A structured failure (``_errorObject`` of the event payloads; the snapshot's ``error``)."""
+
+    code: str
+    message: str
+    details: NotRequired[dict[str, Any]]
+
+
+class Owner(TypedDict):
+    """The identity that owns a run (RFC 0048); Tether always names the principal."""
+
+    tenant: str
+    principal: NotRequired[str]
+
+
+class NodeState(TypedDict):
+    """One node's entry in ``nodeStates``: which keys are present depends on how far it got."""
+
+    status: NodeStatus
+    typeId: NotRequired[str]
+    attempt: NotRequired[int]
+    startedAt: NotRequired[str]
+    #: a running delay's wake-up time: the engine sleeps until then, a restart too
+    wakeAt: NotRequired[str]
+    completedAt: NotRequired[str]
+    outputs: NotRequired[dict[str, Any]]
+    error: NotRequired[ErrorObject | None]
+    reason: NotRequired[str | None]
+
+
+class InterruptRecord(TypedDict):
+    """The interrupt a run waits at: the ``interrupt.requested`` payload plus its identity."""
+
+    kind: InterruptKind
+    nodeId: str
+    interruptId: str
+    key: str
+    data: dict[str, Any]
+    requestedAt: str
+    timeoutMs: NotRequired[int]
+
+
+class ResolvedInterrupt(TypedDict):
+    """An interrupt already answered: a second answer to it is a conflict, not a miss."""
+
+    nodeId: str
+    interruptId: str
+
+
+class AskExchange(TypedDict):
+    """One ``ask`` on an approval gate: a question that does not end the wait."""
+
+    question: str | None
+    askedBy: str | None
+    askedAt: str
+
+
+class RunSnapshot(TypedDict):
+    """A run as ``apply`` leaves it; the required keys are those of ``initial_snapshot``.
+
+    ``interrupt`` and ``currentNodeId`` are set to ``None`` (not removed) when they end,
+    which is what the stored snapshots hold, so ``None`` is part of their type.
+    """
+
+    runId: str
+    workflowId: str
+    status: RunStatus
+    createdAt: str
+    nodeStates: dict[str, NodeState]
+    variables: dict[str, Any]
+    resolvedInterrupts: list[ResolvedInterrupt]
+    startedAt: NotRequired[str]
+    inputs: NotRequired[dict[str, Any]]
+    transport: NotRequired[str]
+    owner: NotRequired[Owner]
+    tags: NotRequired[list[str]]
+    metadata: NotRequired[dict[str, Any]]
+    callbackUrl: NotRequired[str]
+    currentNodeId: NotRequired[str | None]
+    interrupt: NotRequired[InterruptRecord | None]
+    #: carried from ``node.suspended`` to the ``interrupt.requested`` that follows it
+    pendingInterruptId: NotRequired[str]
+    askExchanges: NotRequired[dict[str, list[AskExchange]]]
+    cancelReason: NotRequired[str]
+    cancelledBy: NotRequired[str]
+    #: the interrupt a cancel ended: a late answer to it learns the run was cancelled
+    cancelledInterrupt: NotRequired[InterruptRecord]
+    completedAt: NotRequired[str]
+    outputs: NotRequired[dict[str, Any]]
+    error: NotRequired[ErrorObject | None]
