@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from tether.a2a.capabilities import RPC_PATH, a2a_capabilities
-from tether.a2a.handlers import METHODS, STREAMING_METHODS, A2AHandlers, Stream, required_scope
+from tether.a2a.handlers import METHODS, STREAMING_METHODS, A2AHandlers, Stream, check_params, required_scope
 from tether.a2a.jsonrpc import InternalError, Rejected, RequestId, RpcError, error_body, parse_request, result_body, rpc_error_from
 from tether.a2a.streams import SSE_HEADERS, StreamProjections, error_stream, sse
 from tether.a2a.tasks import EncodedTasks
@@ -160,7 +160,7 @@ class RpcEndpoint:
         """One JSON-RPC 2.0 request (batches are refused with a single -32600)."""
         try:
             principal = await a2a.verifier.verify(authorization)
-            call = parse_request(body, METHODS)
+            call = parse_request(body, METHODS, check_params)
             scope = required_scope(call)
             if scope is not None and not principal.can(scope):
                 raise Forbidden(

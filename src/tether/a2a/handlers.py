@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from tether.a2a.capabilities import A2ACapabilities
 from tether.a2a.jsonrpc import (
@@ -25,6 +26,8 @@ from tether.a2a.jsonrpc import (
     RpcRequest,
     TaskNotCancelable,
     UnsupportedOperation,
+    clip,
+    quote,
 )
 from tether.a2a.params import (
     DeletePushParams,
@@ -36,6 +39,7 @@ from tether.a2a.params import (
     TaskQueryParams,
     message_inputs,
     parse_params,
+    parse_send_params,
     reply_value,
 )
 from tether.a2a.push import PushConfigInput, check_push_url, config_view, seal_config
@@ -51,7 +55,7 @@ from tether.a2a.surface import A2ASurface
 from tether.ids import new_id
 from tether.store.base import Extra, RunRow, TaskMessage
 
-__all__ = ["METHODS", "STREAMING_METHODS", "A2AHandlers", "Stream", "required_scope"]
+__all__ = ["METHODS", "STREAMING_METHODS", "A2AHandlers", "Stream", "check_params", "required_scope"]
 
 STREAMING_METHODS = frozenset({"message/stream", "tasks/resubscribe"})
 _PUSH_METHODS = frozenset(
@@ -65,6 +69,17 @@ _PUSH_METHODS = frozenset(
 METHODS = frozenset({"message/send", "tasks/get", "tasks/cancel", "agent/getAuthenticatedExtendedCard"}) | STREAMING_METHODS | _PUSH_METHODS
 
 _MODE_ALIASES = {"text": "text/plain", "json": "application/json", "data": "application/json"}
+
+#: the params model of each method that takes params (push ``set`` also checks its config)
+_PARAMS: dict[str, type[BaseModel]] = {
+    "tasks/get": TaskQueryParams,
+    "tasks/cancel": TaskIdParams,
+    "tasks/resubscribe": TaskIdParams,
+    "tasks/pushNotificationConfig/set": SetPushParams,
+    "tasks/pushNotificationConfig/get": GetPushParams,
+    "tasks/pushNotificationConfig/list": TaskIdParams,
+    "tasks/pushNotificationConfig/delete": DeletePushParams,
+}
 
 
 def required_scope(request: RpcRequest) -> str | None:
@@ -90,6 +105,22 @@ def required_scope(request: RpcRequest) -> str | None:
     return None
 
 
+def check_params(method: str, params: dict[str, Any]) -> None:
+    """Check ``params`` for ``method`` as the method itself would, without running it.
+
+    For a request that will be refused anyway (a notification): the caller learns what
+    is wrong with its params (-32602) before being told it lacks an id.
+    """
+    if method in ("message/send", "message/stream"):
+        parse_send_params(params)
+        return
+    model = _PARAMS.get(method)
+    if model is not None:
+        checked = parse_params(model, params)
+        if isinstance(checked, SetPushParams):
+            parse_params(PushConfigInput, checked.pushNotificationConfig)
+
+
 @dataclass(frozen=True, slots=True)
 class Stream:
     """A streaming answer: the frames to send as server-sent events, in batches written at once."""
@@ -104,7 +135,7 @@ def _settled(row: RunRow) -> bool:
 
 def _not_cancelable(task_id: str, run_status: str) -> TaskNotCancelable:
     state = task_state(run_status)
-    return TaskNotCancelable(f"task {task_id!r} is already {state}: it cannot be canceled", data={"state": state})
+    return TaskNotCancelable(f"task {quote(task_id)} is already {state}: it cannot be canceled", data={"state": state})
 
 
 def _digest(dumped: dict[str, Any]) -> str:
@@ -183,7 +214,7 @@ class A2AHandlers:
         return push
 
     def _send_params(self, raw: dict[str, Any]) -> SendParams:
-        params = parse_params(SendParams, raw)
+        params = parse_send_params(raw)
         config = params.configuration
         if config is not None and config.pushNotificationConfig is not None and not self.capabilities.push_notifications:
             raise PushNotificationNotSupported(
@@ -194,7 +225,8 @@ class A2AHandlers:
             accepted = {_MODE_ALIASES.get(m, m) for m in config.acceptedOutputModes}
             if not accepted & {*OUTPUT_MODES, "*/*", "*"}:
                 raise ContentTypeNotSupported(
-                    f"this agent answers in {' and '.join(OUTPUT_MODES)}; acceptedOutputModes {config.acceptedOutputModes} accepts neither",
+                    f"this agent answers in {' and '.join(OUTPUT_MODES)}; "
+                    f"acceptedOutputModes {clip(str(config.acceptedOutputModes))} accepts neither",
                     data={"outputModes": list(OUTPUT_MODES)},
                 )
         return params
@@ -253,7 +285,8 @@ class A2AHandlers:
         live = await load_task(self.a2a.store, message.taskId, principal.tenant)
         if message.contextId is not None and message.contextId != live.context_id:
             raise InvalidParams(
-                f"message.contextId {message.contextId!r} is not the context of task {live.run.run_id!r} ({live.context_id!r})",
+                f"message.contextId {quote(message.contextId)} is not the context of task "
+                f"{quote(live.run.run_id)} ({quote(live.context_id)})",
                 data={"contextId": live.context_id},
             )
         if await self._has_message(live.run.run_id, message.messageId):
@@ -261,9 +294,8 @@ class A2AHandlers:
         self._check_waiting(live)
         interrupt = live.run.state["interrupt"]
         value = reply_value(message, interrupt)
-        extras: list[Extra] = [
-            TaskMessage(live.run.run_id, message.messageId, _history_entry(message.model_dump(exclude_none=True), live.run.run_id, live.context_id), clock.now_iso())
-        ]
+        entry = _history_entry(message.model_dump(exclude_none=True), live.run.run_id, live.context_id)
+        extras: list[Extra] = [TaskMessage(live.run.run_id, message.messageId, entry, clock.now_iso())]
         if push is not None:
             extras.append(seal_config(self.a2a, live.run.run_id, principal.tenant, push))
         try:
@@ -286,13 +318,13 @@ class A2AHandlers:
         task_id = live.run.run_id
         if state in TERMINAL:
             raise UnsupportedOperation(
-                f"task {task_id!r} is {state}: a terminal task takes no more messages; "
-                f"send a new message without taskId (it may reuse contextId {live.context_id!r})",
+                f"task {quote(task_id)} is {state}: a terminal task takes no more messages; "
+                f"send a new message without taskId (it may reuse contextId {quote(live.context_id)})",
                 data={"state": state},
             )
         if not live.run.state.get("interrupt"):
             raise UnsupportedOperation(
-                f"task {task_id!r} is {state} and waits for no input; reply once it is input-required",
+                f"task {quote(task_id)} is {state} and waits for no input; reply once it is input-required",
                 data={"state": state},
             )
 
@@ -354,10 +386,8 @@ class A2AHandlers:
             configs = await store.list_push_configs(got.id)
             chosen = [c for c in configs if got.pushNotificationConfigId in (None, c.config_id)]
             if not chosen:
-                raise InvalidParams(
-                    f"task {got.id!r} has no push config {got.pushNotificationConfigId!r}" if got.pushNotificationConfigId else f"task {got.id!r} has no push config",
-                    data={"taskId": got.id},
-                )
+                wanted = f" {quote(got.pushNotificationConfigId)}" if got.pushNotificationConfigId else ""
+                raise InvalidParams(f"task {quote(got.id)} has no push config{wanted}", data={"taskId": got.id})
             return config_view(chosen[0])
         deleted = parse_params(DeletePushParams, raw)
         await load_task(store, deleted.id, principal.tenant)

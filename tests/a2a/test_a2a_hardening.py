@@ -1,0 +1,264 @@
+"""What A2A v0.3 callers (and the a2a-tck 0.3.x line) hit at the edges, each answered with the right code.
+
+Empty messages, notifications, "not found" wording, reused message ids, unbounded ids and
+echoes, and the opt-in public (keyless) agent. Every refusal is checked to have written
+nothing: the runs listed over REST, the tasks read back, or their history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from a2a_wire import RPC, WORKFLOWS, error, get_task, message, post, send, stream
+from harness import HostProcess, create_key
+from schemas import a2a_validator
+
+from tether.a2a.jsonrpc import TaskNotFound, rpc_error_from
+from tether.errors import NotFound
+
+LONG = "x" * 900_000  # a 900 KB value: it must never come back
+
+
+def _runs(http: httpx.Client) -> list[str]:
+    response = http.get("/v1/runs")
+    assert response.status_code == 200, response.text
+    return sorted(r["runId"] for r in response.json()["runs"])
+
+
+def _raw(http: httpx.Client, doc: Any) -> dict[str, Any]:
+    """One request body as given (no id added), its JSON-RPC error answer checked by the schema."""
+    response = http.post(RPC, content=orjson.dumps(doc), headers={"Content-Type": "application/json"})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    a2a_validator("JSONRPCErrorResponse").validate(body)
+    return body
+
+
+def _history(http: httpx.Client, task_id: str) -> list[str]:
+    return [m["messageId"] for m in get_task(http, task_id)["history"]]
+
+
+# 1. a message with no parts ------------------------------------------------------------------
+
+
+def test_a_message_without_parts_is_refused_before_a_skill_is_chosen(http: httpx.Client) -> None:
+    empty = {**message("x", skill="slow"), "parts": []}  # "slow" needs no input: it would have run
+    refused = error(http, "message/send", {"message": empty})
+    assert refused["code"] == -32602
+    assert refused["message"].startswith("params.message.parts is empty: a message needs at least one part")
+    assert '"kind": "text"' in refused["message"]
+    assert refused["data"]["errors"][0]["path"] == "params.message.parts"
+    unknown_skill = error(http, "message/send", {"message": {**message("x", skill="no-such-skill"), "parts": []}})
+    assert unknown_skill["code"] == -32602 and "parts is empty" in unknown_skill["message"]  # not the skill's error
+    (streamed,) = stream(http, "message/stream", {"message": empty})
+    assert streamed.body["error"]["code"] == -32602 and "parts is empty" in streamed.body["error"]["message"]
+    assert _runs(http) == []
+    gated = send(http, message("draft", skill="approval-gated"))
+    reply = {**message(task_id=gated["id"]), "parts": []}
+    assert error(http, "message/send", {"message": reply})["code"] == -32602
+    assert get_task(http, gated["id"])["status"]["state"] == "input-required"
+    assert _history(http, gated["id"]) == [gated["history"][0]["messageId"]]
+    assert _runs(http) == [gated["id"]]
+
+
+# 2. requests without an id, and the id of error answers ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("doc", "code", "needle"),
+    [
+        ({"jsonrpc": "2.0", "method": "tasks/list", "params": {}}, -32601, "no method 'tasks/list'"),
+        ({"jsonrpc": "2.0", "id": None, "method": "nope"}, -32601, "no method 'nope'"),
+        ({"jsonrpc": "2.0", "method": "tasks/get", "params": {}}, -32602, "params.id"),
+        ({"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": 5}}, -32602, "params.id"),
+        ({"jsonrpc": "2.0", "method": "tasks/get", "params": ["x"]}, -32602, "object"),
+        ({"jsonrpc": "2.0", "method": "message/send", "params": {"message": "hi"}}, -32602, "params.message"),
+        (
+            {"jsonrpc": "2.0", "method": "message/send", "params": {"message": {**message("x"), "parts": []}}},
+            -32602,
+            "parts",
+        ),
+        (
+            {
+                "jsonrpc": "2.0",
+                "method": "tasks/pushNotificationConfig/set",
+                "params": {"taskId": "t", "pushNotificationConfig": {}},
+            },
+            -32602,
+            "params.url",
+        ),
+        # a notification that is otherwise right is still refused for its missing id (as before)
+        ({"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": "x"}}, -32600, "need an id"),
+        ({"jsonrpc": "2.0", "method": "message/send", "params": {"message": message("hi")}}, -32600, "need an id"),
+        ({"jsonrpc": "2.0", "id": None, "method": "tasks/get", "params": {"id": "x"}}, -32600, "need an id"),
+    ],
+)
+def test_a_notification_is_judged_on_its_method_and_params_first(
+    http: httpx.Client, doc: dict[str, Any], code: int, needle: str
+) -> None:
+    body = _raw(http, doc)
+    assert body["id"] is None
+    assert body["error"]["code"] == code, body
+    assert needle in body["error"]["message"], body
+    assert _runs(http) == []  # not even the well-formed message/send notification ran
+
+
+def test_error_answers_echo_the_id_only_when_it_was_read(http: httpx.Client) -> None:
+    for unreadable in ({"a": 1}, [1], True, 1.5):
+        body = _raw(http, {"jsonrpc": "2.0", "id": unreadable, "method": "nope"})
+        assert body["id"] is None and body["error"]["code"] == -32600 and "id" in body["error"]["message"]
+    for readable in ("abc", 7, 0, ""):
+        assert _raw(http, {"jsonrpc": "2.0", "id": readable, "method": "nope"})["id"] == readable
+        assert _raw(http, {"jsonrpc": "2.0", "id": readable, "method": "tasks/get", "params": {}})["id"] == readable
+        assert _raw(http, {"jsonrpc": "1.0", "id": readable, "method": "tasks/get"})["id"] == readable
+    assert _raw(http, {"jsonrpc": "2.0", "id": "g", "method": "tasks/get", "params": {"id": "run_nope"}})["id"] == "g"
+    (streamed,) = stream(http, "tasks/resubscribe", {"id": "run_nope"}, request_id=41)
+    assert streamed.body["id"] == 41
+    for body in (b"{oops", b"[]", b'"x"'):
+        response = http.post(RPC, content=body, headers={"Content-Type": "application/json"})
+        assert response.json()["id"] is None
+
+
+# 3. TaskNotFound says "not found" ----------------------------------------------------------------
+
+
+def test_every_task_not_found_says_not_found(start_host) -> None:  # type: ignore[no-untyped-def]
+    host: HostProcess = start_host("--workflows", str(WORKFLOWS), "--egress-allow-cidr", "127.0.0.1/32")
+    assert host.dev_key
+    http = host.http(host.dev_key)
+    mine = send(http, message("draft", skill="approval-gated"))
+    stranger = create_key(host.data_dir, "stranger", "--tenant", "acme")
+    push = {"url": "https://127.0.0.1:9/push"}
+    with host.client(stranger) as theirs:
+        for client, task_id in ((http, "run_nope"), (theirs, mine["id"])):
+            reply = message(data={"action": "accept"}, task_id=task_id)
+            answers = [
+                error(client, "tasks/get", {"id": task_id}),
+                error(client, "tasks/cancel", {"id": task_id}),
+                error(client, "message/send", {"message": reply}),
+                error(client, "tasks/pushNotificationConfig/set", {"taskId": task_id, "pushNotificationConfig": push}),
+                error(client, "tasks/pushNotificationConfig/get", {"id": task_id}),
+                error(client, "tasks/pushNotificationConfig/list", {"id": task_id}),
+                error(client, "tasks/pushNotificationConfig/delete", {"id": task_id, "pushNotificationConfigId": "c"}),
+                stream(client, "tasks/resubscribe", {"id": task_id})[0].body["error"],
+                stream(client, "message/stream", {"message": reply})[0].body["error"],
+            ]
+            for answer in answers:
+                assert answer["code"] == -32001, answer
+                assert f"task {task_id!r} not found" in answer["message"], answer
+                assert answer["data"] == {"taskId": task_id}
+    assert get_task(http, mine["id"])["status"]["state"] == "input-required"
+    assert _history(http, mine["id"]) == [mine["history"][0]["messageId"]]
+    assert http.get(f"/v1/a2a/tasks/{mine['id']}").json().get("pushNotificationConfigs", []) == []
+
+
+def test_engine_not_found_errors_say_not_found_too() -> None:
+    """The engine's own NotFound (a run gone, an interrupt gone meanwhile) reaches callers as -32001 too."""
+    for engine_message in ("no run 'run_x'", "run run_x is not waiting at node 'gate'", "workflow 'w' not found"):
+        mapped = rpc_error_from(NotFound(engine_message))
+        assert isinstance(mapped, TaskNotFound) and "not found" in mapped.message and engine_message in mapped.message
+
+
+# 5. ids are bounded, and so is everything an error echoes -------------------------------------------
+
+
+def test_task_and_config_ids_are_capped_at_128_characters(http: httpx.Client) -> None:
+    too_long = "r" * 129
+    calls: list[tuple[str, dict[str, Any], str]] = [
+        ("tasks/get", {"id": too_long}, "params.id"),
+        ("tasks/cancel", {"id": too_long}, "params.id"),
+        ("tasks/pushNotificationConfig/get", {"id": too_long}, "params.id"),
+        (
+            "tasks/pushNotificationConfig/get",
+            {"id": "run_x", "pushNotificationConfigId": too_long},
+            "params.pushNotificationConfigId",
+        ),
+        ("tasks/pushNotificationConfig/list", {"id": too_long}, "params.id"),
+        ("tasks/pushNotificationConfig/delete", {"id": too_long, "pushNotificationConfigId": "c"}, "params.id"),
+        (
+            "tasks/pushNotificationConfig/delete",
+            {"id": "run_x", "pushNotificationConfigId": too_long},
+            "params.pushNotificationConfigId",
+        ),
+        (
+            "tasks/pushNotificationConfig/set",
+            {"taskId": too_long, "pushNotificationConfig": {"url": "https://a.test/"}},
+            "params.taskId",
+        ),
+        ("message/send", {"message": message("x", task_id=too_long)}, "params.message.taskId"),
+        (
+            "message/send",
+            {"message": {**message("x"), "referenceTaskIds": [too_long]}},
+            "params.message.referenceTaskIds.0",
+        ),
+    ]
+    for method, params, path in calls:
+        refused = error(http, method, params)
+        assert refused["code"] == -32602, (method, refused)
+        assert refused["message"].startswith(path) and "at most 128 characters" in refused["message"], refused
+    (streamed,) = stream(http, "tasks/resubscribe", {"id": too_long})
+    assert streamed.body["error"]["code"] == -32602
+    longest = "r" * 128  # still an id: unknown, and quoted whole
+    found = error(http, "tasks/get", {"id": longest})
+    assert found["code"] == -32001 and repr(longest) in found["message"]
+    assert _runs(http) == []
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("tasks/get", {"id": LONG}),
+        ("tasks/cancel", {"id": LONG}),
+        ("tasks/resubscribe", {"id": LONG}),
+        ("tasks/pushNotificationConfig/delete", {"id": "run_x", "pushNotificationConfigId": LONG}),
+        ("message/send", {"message": message("x", task_id=LONG)}),
+        ("message/send", {"message": message("x", skill=LONG)}),
+        ("message/send", {"message": message("x", context_id="c" * 300)}),
+        ("message/send", {"message": {**message("x"), "parts": [{"kind": LONG, "text": "x"}]}}),
+        ("message/send", {"message": {**message("x"), "role": LONG}}),
+        ("message/send", {"message": message("x"), "configuration": {"acceptedOutputModes": [LONG]}}),
+        ("message/send", {"message": message("x"), "configuration": {"pushNotificationConfig": {"url": LONG}}}),
+        (LONG, {}),
+    ],
+    ids=[
+        "get-id",
+        "cancel-id",
+        "resubscribe-id",
+        "push-config-id",
+        "reply-task-id",
+        "skill",
+        "context-id",
+        "part-kind",
+        "role",
+        "output-modes",
+        "push-url",
+        "method",
+    ],
+)
+def test_errors_never_echo_an_unbounded_value(http: httpx.Client, method: str, params: dict[str, Any]) -> None:
+    response = post(http, method, params)
+    assert response.status_code == 200
+    assert len(response.content) < 4096, response.content[:300]
+    if method == "tasks/resubscribe":
+        (line,) = [line for line in response.text.splitlines() if line.startswith("data:")]
+        body = orjson.loads(line[5:])
+    else:
+        body = response.json()
+    a2a_validator("JSONRPCErrorResponse").validate(body)
+    assert body["error"]["code"] in (-32601, -32602, -32005), body
+    assert _runs(http) == []
+
+
+def test_a_clipped_echo_still_says_what_is_expected(http: httpx.Client) -> None:
+    tag = error(http, "message/send", {"message": {**message("x"), "parts": [{"kind": LONG, "text": "x"}]}})
+    assert "x" * 128 + "…" in tag["message"] and "'text', 'file', 'data'" in tag["message"]
+    method = _raw(http, {"jsonrpc": "2.0", "id": 1, "method": LONG})["error"]["message"]
+    assert method.startswith("no method '" + "x" * 128 + "…'") and "message/send" in method
+    skill = error(http, "message/send", {"message": message("x", skill=LONG)})
+    assert skill["code"] == -32602 and "echo" in skill["message"] and len(skill["data"]["skillId"]) == 129
+    many = error(http, "message/send", {"message": {**message("x"), "parts": [{"kind": "text", "text": 1}] * 5000}})
+    assert len(many["data"]["errors"]) == 10 and many["data"]["errorCount"] == 5000
+    assert _runs(http) == []
