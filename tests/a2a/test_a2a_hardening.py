@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from a2a_wire import RPC, WORKFLOWS, error, get_task, message, post, send, stream
+from a2a_wire import RPC, WORKFLOWS, error, get_task, message, post, rpc, send, stream
 from harness import HostProcess, create_key
 from schemas import a2a_validator
 
@@ -160,6 +160,49 @@ def test_engine_not_found_errors_say_not_found_too() -> None:
     for engine_message in ("no run 'run_x'", "run run_x is not waiting at node 'gate'", "workflow 'w' not found"):
         mapped = rpc_error_from(NotFound(engine_message))
         assert isinstance(mapped, TaskNotFound) and "not found" in mapped.message and engine_message in mapped.message
+
+
+# 4. a reused messageId ------------------------------------------------------------------------------
+
+
+def test_a_reused_message_id_with_other_content_is_refused(http: httpx.Client) -> None:
+    first = send(http, message("once", message_id="dup-1"))
+    assert send(http, message("once", message_id="dup-1"))["id"] == first["id"]  # the same message: its task
+    for changed in (message("twice", message_id="dup-1"), message("once", message_id="dup-1", skill="slow")):
+        body = rpc(http, "message/send", {"message": changed})
+        refused = body["error"]
+        assert refused["code"] == -32602
+        assert "messageId 'dup-1' was already used for a message with different content" in refused["message"]
+        assert "new messageId" in refused["message"]
+        assert refused["data"] == {"reason": "idempotency_key_mismatch", "messageId": "dup-1", "taskId": first["id"]}
+    (streamed,) = stream(http, "message/stream", {"message": message("twice", message_id="dup-1")})
+    assert streamed.body["error"]["code"] == -32602
+    assert _runs(http) == [first["id"]]
+    assert _history(http, first["id"]) == ["dup-1"]
+    assert get_task(http, first["id"])["history"][0]["parts"] == [{"kind": "text", "text": "once"}]
+
+
+def test_a_reply_reusing_a_message_id_with_other_content_is_refused(http: httpx.Client) -> None:
+    task = send(http, message("draft", skill="approval-gated", message_id="ask-1"))
+    other = send(http, message("hello", message_id="other-1"))
+    accept = {"action": "accept"}
+    for reused, owner in (("ask-1", task["id"]), ("other-1", other["id"])):
+        body = {"message": message(data=accept, task_id=task["id"], message_id=reused)}
+        refused = error(http, "message/send", body)
+        assert refused["code"] == -32602 and f"messageId {reused!r} was already used" in refused["message"]
+        assert refused["data"]["taskId"] == owner
+    assert get_task(http, task["id"])["status"]["state"] == "input-required"
+    assert _history(http, task["id"]) == ["ask-1"]
+    reply = message(data=accept, task_id=task["id"], context_id=task["contextId"], message_id="ok-1")
+    assert send(http, reply)["status"]["state"] == "completed"
+    again = send(http, reply)  # the same reply again: the task as it is, nothing decided twice
+    assert again["status"]["state"] == "completed" and [m["messageId"] for m in again["history"]] == ["ask-1", "ok-1"]
+    changed = message(data={"action": "reject"}, task_id=task["id"], message_id="ok-1")
+    refused = error(http, "message/send", {"message": changed})
+    assert refused["code"] == -32602 and refused["data"]["reason"] == "idempotency_key_mismatch"
+    assert _history(http, task["id"]) == ["ask-1", "ok-1"]
+    assert get_task(http, task["id"])["history"][1]["parts"] == [{"kind": "data", "data": accept}]
+    assert _runs(http) == sorted([task["id"], other["id"]])
 
 
 # 5. ids are bounded, and so is everything an error echoes -------------------------------------------

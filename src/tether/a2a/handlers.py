@@ -2,9 +2,10 @@
 
 ``message/send`` without a ``taskId`` starts a run of the named skill; with one, it
 answers the run's pending interrupt. Either way the user's message is stored as task
-history in the same commit, a repeated ``messageId`` changes nothing, and the answer is
-the Task projected from the run. Domain errors (``TetherError``) propagate: the endpoint
-turns them into JSON-RPC errors in one place, :func:`tether.a2a.jsonrpc.rpc_error_from`.
+history in the same commit, a repeated ``messageId`` changes nothing (and one reused for
+different content is refused), and the answer is the Task projected from the run. Domain
+errors (``TetherError``) propagate: the endpoint turns them into JSON-RPC errors in one
+place, :func:`tether.a2a.jsonrpc.rpc_error_from`.
 """
 
 from __future__ import annotations
@@ -142,6 +143,26 @@ def _digest(dumped: dict[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(dumped, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+def _reused(message_id: str, task_id: str | None) -> InvalidParams:
+    """A messageId sent before with other content: refused, as REST's Idempotency-Key is (409 there).
+
+    -32602 rather than a host-specific code: the params are what must change (a new
+    messageId), every v0.3 client knows the code, and A2A keeps allotting codes from
+    -32001 up, so a code of our own could collide with a later version's. ``data.reason``
+    is REST's error code, which maps onto A2A 1.0's ErrorInfo reason.
+    """
+    return InvalidParams(
+        f"messageId {quote(message_id)} was already used for a message with different content: "
+        "send a new message with a new messageId (resending the very same message returns its task)",
+        data={"reason": "idempotency_key_mismatch", "messageId": clip(message_id), "taskId": task_id},
+    )
+
+
+def _start_scope(principal: Principal) -> str:
+    """The idempotency scope of the messages a principal starts tasks with (keyed by messageId)."""
+    return f"a2a:message/send:{principal.name}"
+
+
 def _history_entry(dumped: dict[str, Any], task_id: str, context_id: str) -> dict[str, Any]:
     """The message (dumped) as it is kept in the task's history: tied to its task and context."""
     return {**dumped, "taskId": task_id, "contextId": context_id}
@@ -247,7 +268,7 @@ class A2AHandlers:
     async def _start(
         self, principal: Principal, params: SendParams, push: PushConfigInput | None, advance: bool
     ) -> tuple[RunRow, str, list[dict[str, Any]] | None]:
-        """Start the skill's run; a (principal, messageId) seen before returns its task."""
+        """Start the skill's run; a (principal, messageId) seen before returns its task, if the message is the same."""
         message = params.message
         store = self.a2a.store
         workflow_id = resolve_skill(self.a2a.registry, self.a2a.settings.default_skill, message.metadata, params.metadata)
@@ -256,7 +277,7 @@ class A2AHandlers:
         context_id = message.contextId or new_id("ctx_")
         run_id = new_id("run_")
         answer = {"taskId": run_id, "contextId": context_id}
-        claim = IdempotencyClaim(f"a2a:message/send:{principal.name}", message.messageId, _digest(dumped), 200, answer)
+        claim = IdempotencyClaim(_start_scope(principal), message.messageId, _digest(dumped), 200, answer)
         # the history entry and any push config, written with the run
         first = [_history_entry(dumped, run_id, context_id)]
         extras: list[Extra] = [TaskMessage(run_id, message.messageId, first[0], clock.now_iso())]
@@ -275,12 +296,18 @@ class A2AHandlers:
             advance=advance,
         )
         if created.replayed is not None:  # a repeated messageId: the task it started, as it is now
+            if created.replayed.request_digest != claim.request_digest:
+                raise _reused(message.messageId, created.run.run_id)
             live = await load_task(store, created.run.run_id, principal.tenant)
             return live.run, live.context_id, None
         return created.run, context_id, first
 
     async def _reply(self, principal: Principal, message: Message, push: PushConfigInput | None, advance: bool) -> tuple[RunRow, str]:
-        """Resolve the task's pending interrupt with the message; a retried reply is a no-op."""
+        """Resolve the task's pending interrupt with the message; a retried reply is a no-op.
+
+        A messageId already in the task's history (or one that started another task) with
+        different content is refused, as a reused messageId is when it starts a task.
+        """
         assert message.taskId is not None
         live = await load_task(self.a2a.store, message.taskId, principal.tenant)
         if message.contextId is not None and message.contextId != live.context_id:
@@ -289,12 +316,15 @@ class A2AHandlers:
                 f"{quote(live.run.run_id)} ({quote(live.context_id)})",
                 data={"contextId": live.context_id},
             )
-        if await self._has_message(live.run.run_id, message.messageId):
+        entry = _history_entry(message.model_dump(exclude_none=True), live.run.run_id, live.context_id)
+        if await self._recorded(live.run.run_id, entry):
             return live.run, live.context_id
+        started = await self.a2a.store.get_idempotency(principal.tenant, _start_scope(principal), message.messageId)
+        if started is not None and started.run_id != live.run.run_id:
+            raise _reused(message.messageId, started.run_id)
         self._check_waiting(live)
         interrupt = live.run.state["interrupt"]
         value = reply_value(message, interrupt)
-        entry = _history_entry(message.model_dump(exclude_none=True), live.run.run_id, live.context_id)
         extras: list[Extra] = [TaskMessage(live.run.run_id, message.messageId, entry, clock.now_iso())]
         if push is not None:
             extras.append(seal_config(self.a2a, live.run.run_id, principal.tenant, push))
@@ -303,14 +333,21 @@ class A2AHandlers:
                 principal, live.run.run_id, interrupt["nodeId"], value, interrupt_id=interrupt["interruptId"], extras=extras, advance=advance
             )
         except Conflict:  # resolved meanwhile: by this very message (a racing retry) or another
-            if await self._has_message(live.run.run_id, message.messageId):
+            if await self._recorded(live.run.run_id, entry):
                 again = await load_task(self.a2a.store, live.run.run_id, principal.tenant)
                 return again.run, again.context_id
             raise
         return row, live.context_id
 
-    async def _has_message(self, task_id: str, message_id: str) -> bool:
-        return any(entry.get("messageId") == message_id for entry in await self.a2a.store.list_task_messages(task_id))
+    async def _recorded(self, task_id: str, entry: dict[str, Any]) -> bool:
+        """Whether the task's history holds this message already (InvalidParams if its id holds another)."""
+        message_id = entry["messageId"]
+        for kept in await self.a2a.store.list_task_messages(task_id):
+            if kept.get("messageId") == message_id:
+                if _digest(kept) != _digest(entry):
+                    raise _reused(message_id, task_id)
+                return True
+        return False
 
     @staticmethod
     def _check_waiting(live: LiveTask) -> None:
