@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from a2a_wire import RPC, WORKFLOWS, error, get_task, message, post, rpc, send, stream
+from a2a_wire import RPC, WORKFLOWS, error, get_task, message, post, result, rpc, send, stream, wait_state
 from harness import HostProcess, create_key
 from schemas import a2a_validator
 
@@ -305,3 +305,61 @@ def test_a_clipped_echo_still_says_what_is_expected(http: httpx.Client) -> None:
     many = error(http, "message/send", {"message": {**message("x"), "parts": [{"kind": "text", "text": 1}] * 5000}})
     assert len(many["data"]["errors"]) == 10 and many["data"]["errorCount"] == 5000
     assert _runs(http) == []
+
+
+# 6. the public (keyless) agent --------------------------------------------------------------------------
+
+
+def test_a_public_agent_serves_keyless_a2a_callers_as_one_anonymous_principal(start_host) -> None:  # type: ignore[no-untyped-def]
+    host: HostProcess = start_host("--workflows", str(WORKFLOWS), "--a2a-anonymous-tenant", "public")
+    assert host.dev_key  # of tenant "default"
+    public_key = create_key(host.data_dir, "p", "--tenant", "public")
+    with host.client() as keyless, host.client(public_key) as member, host.client(host.dev_key) as outsider:
+        card = keyless.get("/.well-known/agent-card.json").json()
+        a2a_validator("AgentCard").validate(card)
+        assert "security" not in card
+        assert card["securitySchemes"]["bearer"]["scheme"] == "bearer"  # a key is still honoured
+
+        task = send(keyless, message("hello", message_id="pub-1"))
+        assert task["status"]["state"] == "completed"
+        assert get_task(keyless, task["id"])["id"] == task["id"]
+        assert send(keyless, message("hello", message_id="pub-1"))["id"] == task["id"]  # idempotent per principal
+        assert error(keyless, "message/send", {"message": message("other", message_id="pub-1")})["code"] == -32602
+        assert get_task(member, task["id"])["status"]["state"] == "completed"  # it is tenant "public"'s
+        assert error(outsider, "tasks/get", {"id": task["id"]})["code"] == -32001
+        snapshot = member.get(f"/v1/runs/{task['id']}").json()
+        assert snapshot["owner"] == {"tenant": "public", "principal": "anonymous"}
+
+        gated = send(keyless, message("draft", skill="approval-gated"))
+        reply = message(data={"action": "accept"}, task_id=gated["id"])
+        assert send(keyless, reply)["status"]["state"] == "completed"  # approvals:respond
+        slow = send(keyless, message("x", skill="slow"), blocking=False)
+        assert result(keyless, "tasks/cancel", {"id": slow["id"]})["id"] == slow["id"]  # runs:cancel
+
+        assert keyless.get("/v1/runs").status_code == 401  # REST still needs a key
+        assert keyless.get(f"/v1/runs/{task['id']}").status_code == 401
+        assert keyless.get(f"/v1/a2a/tasks/{task['id']}").status_code == 401
+        assert keyless.post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "x"}}).status_code == 401
+    with host.client("tk_0000000000000000_" + "0" * 64) as bad, host.client("not-a-key") as garbled:
+        for client in (bad, garbled):
+            refused = post(client, "message/send", {"message": message("hi")})
+            assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+    with host.client(public_key) as member:
+        assert sorted(_runs(member)) == sorted([task["id"], gated["id"], slow["id"]])
+    assert wait_state(host.http(public_key), slow["id"], "canceled")["status"]["state"] == "canceled"
+
+
+def test_by_default_the_card_requires_a_key_and_keyless_a2a_is_401(host: HostProcess, http: httpx.Client) -> None:
+    with host.client() as keyless:
+        card = keyless.get("/.well-known/agent-card.json").json()
+        refused = post(keyless, "message/send", {"message": message("hi")})
+    a2a_validator("AgentCard").validate(card)
+    assert card["security"] == [{"bearer": []}]
+    assert "optional" not in card["securitySchemes"]["bearer"]["description"]
+    assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+    assert _runs(http) == []
+
+
+def test_the_anonymous_tenant_must_be_a_tenant_name(start_host) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(AssertionError, match="Invalid value for '--a2a-anonymous-tenant'"):
+        start_host("--a2a-anonymous-tenant", "not a tenant!")

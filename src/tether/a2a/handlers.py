@@ -56,7 +56,7 @@ from tether.a2a.surface import A2ASurface
 from tether.ids import new_id
 from tether.store.base import Extra, RunRow, TaskMessage
 
-__all__ = ["METHODS", "STREAMING_METHODS", "A2AHandlers", "Stream", "check_params", "required_scope"]
+__all__ = ["A2A_SCOPES", "METHODS", "STREAMING_METHODS", "A2AHandlers", "Stream", "check_params", "required_scope"]
 
 STREAMING_METHODS = frozenset({"message/stream", "tasks/resubscribe"})
 _PUSH_METHODS = frozenset(
@@ -70,6 +70,9 @@ _PUSH_METHODS = frozenset(
 METHODS = frozenset({"message/send", "tasks/get", "tasks/cancel", "agent/getAuthenticatedExtendedCard"}) | STREAMING_METHODS | _PUSH_METHODS
 
 _MODE_ALIASES = {"text": "text/plain", "json": "application/json", "data": "application/json"}
+
+#: every scope :func:`required_scope` can ask for: what the A2A methods need, and no more
+A2A_SCOPES = frozenset({"runs:create", "runs:read", "runs:cancel", "approvals:respond"})
 
 #: the params model of each method that takes params (push ``set`` also checks its config)
 _PARAMS: dict[str, type[BaseModel]] = {
