@@ -46,12 +46,15 @@ def message(
     context_id: str | None = None,
     skill: str | None = None,
 ) -> dict[str, Any]:
-    """A user Message with a text and/or a data part."""
+    """A user Message with a text and/or a data part (with neither, an empty data part).
+
+    The host refuses ``parts: []``; an empty data part is the message that adds no inputs.
+    """
     parts: list[dict[str, Any]] = []
     if text is not None:
         parts.append({"kind": "text", "text": text})
-    if data is not None:
-        parts.append({"kind": "data", "data": data})
+    if data is not None or text is None:
+        parts.append({"kind": "data", "data": data or {}})
     doc: dict[str, Any] = {"kind": "message", "role": "user", "messageId": message_id or f"msg-{uuid.uuid4()}", "parts": parts}
     if task_id is not None:
         doc["taskId"] = task_id

@@ -56,8 +56,8 @@ def user(text: str | None = None, *, data: dict[str, Any] | None = None, task_id
     parts: list[Part] = []
     if text is not None:
         parts.append(Part(root=TextPart(text=text)))
-    if data is not None:
-        parts.append(Part(root=DataPart(data=data)))
+    if data is not None or text is None:  # with neither, an empty data part: the host refuses parts: []
+        parts.append(Part(root=DataPart(data=data or {})))
     return Message(
         role=Role.user,
         parts=parts,

@@ -2,7 +2,8 @@
 
 Skills are the workflows routing accepts (:func:`tether.a2a.skills.served_skills`),
 capability flags come from :class:`~tether.a2a.capabilities.A2ACapabilities`, and the
-security block describes the bearer key that ``/v1/a2a`` really enforces.
+security block describes the bearer key that ``/v1/a2a`` really enforces: required, or
+(on a public agent, ``--a2a-anonymous-tenant``) a scheme declared but not required.
 """
 
 from __future__ import annotations
@@ -34,9 +35,17 @@ def _skill(entry: Entry) -> dict[str, Any]:
     }
 
 
-def agent_card(capabilities: A2ACapabilities, registry: WorkflowRegistry, default_skill: str) -> dict[str, Any]:
-    """The public card served at ``/.well-known/agent-card.json``."""
-    return {
+def agent_card(
+    capabilities: A2ACapabilities, registry: WorkflowRegistry, default_skill: str, *, anonymous: bool = False
+) -> dict[str, Any]:
+    """The public card served at ``/.well-known/agent-card.json``.
+
+    ``anonymous``: keyless calls are served, so the card has no ``security`` requirement
+    (an absent one, not an empty list: the v0.3 schema and A2A 1.0's
+    ``securityRequirements`` both read absence as "none"); ``securitySchemes`` still says
+    how a caller with a key presents it.
+    """
+    card: dict[str, Any] = {
         "protocolVersion": "0.3.0",
         "name": "Tether",
         "description": (
@@ -58,7 +67,8 @@ def agent_card(capabilities: A2ACapabilities, registry: WorkflowRegistry, defaul
                 "type": "http",
                 "scheme": "bearer",
                 "bearerFormat": "tk_<key id>_<secret>",
-                "description": "A Tether API key (tether keys create), sent as 'Authorization: Bearer <key>'",
+                "description": "A Tether API key (tether keys create), sent as 'Authorization: Bearer <key>'"
+                + ("; optional here: a call without one acts as this agent's anonymous caller" if anonymous else ""),
             }
         },
         "security": [{"bearer": []}],
@@ -67,3 +77,6 @@ def agent_card(capabilities: A2ACapabilities, registry: WorkflowRegistry, defaul
         "skills": [_skill(e) for e in served_skills(registry)],
         "supportsAuthenticatedExtendedCard": False,
     }
+    if anonymous:
+        del card["security"]
+    return card

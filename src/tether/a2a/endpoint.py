@@ -4,7 +4,9 @@ Every A2A call arrives here, so it skips the REST stack (routing, dependencies, 
 response wrappers) and does their work itself, once: the body limit, the ``Date``
 header and the ``traceparent`` echo. Authentication happens at the HTTP layer, as A2A
 wants: no valid key is a 401 with ``WWW-Authenticate`` and a key without the method's
-scope a 403, both in the REST envelope. Everything after that is JSON-RPC: errors are
+scope a 403, both in the REST envelope. A host serving a public agent
+(``--a2a-anonymous-tenant``) lets a call without any key act as :func:`anonymous`; a
+key that is sent is still checked, so a bad one is still a 401. Everything after that is JSON-RPC: errors are
 HTTP 200 with an ``error`` member, and the streaming methods answer with server-sent
 events.
 """
@@ -21,7 +23,15 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from tether.a2a.capabilities import RPC_PATH, a2a_capabilities
-from tether.a2a.handlers import METHODS, STREAMING_METHODS, A2AHandlers, Stream, required_scope
+from tether.a2a.handlers import (
+    A2A_SCOPES,
+    METHODS,
+    STREAMING_METHODS,
+    A2AHandlers,
+    Stream,
+    check_params,
+    required_scope,
+)
 from tether.a2a.jsonrpc import InternalError, Rejected, RequestId, RpcError, error_body, parse_request, result_body, rpc_error_from
 from tether.a2a.streams import SSE_HEADERS, StreamProjections, error_stream, sse
 from tether.a2a.tasks import EncodedTasks
@@ -30,8 +40,13 @@ from tether.a2a.surface import A2ASurface
 from tether.ids import new_id
 from tether.http.errors import envelope
 from tether.http.middleware import http_date, too_large_body, well_formed_traceparent
+from tether.types import Principal
 
-__all__ = ["RpcEndpoint"]
+__all__ = ["ANONYMOUS", "RpcEndpoint", "anonymous"]
+
+#: the principal name of keyless A2A callers: stable, so their messageIds stay idempotent, and no key's
+#: (keys act as ``key:<name>``)
+ANONYMOUS = "anonymous"
 
 log = logging.getLogger("tether.a2a")
 
@@ -41,6 +56,14 @@ _SSE = [(b"content-type", b"text/event-stream; charset=utf-8"), *((k.lower().enc
 
 class _TooLarge(Exception):
     pass
+
+
+def anonymous(tenant: str) -> Principal:
+    """Who a keyless A2A caller is on a public agent: one fixed principal of ``tenant``, A2A scopes only.
+
+    Only ``/v1/a2a`` ever makes it, so REST (and anything admin) stays behind a key.
+    """
+    return Principal(tenant=tenant, name=ANONYMOUS, scopes=A2A_SCOPES)
 
 
 async def _body(receive: Receive, limit: int) -> bytes:
@@ -159,8 +182,8 @@ class RpcEndpoint:
     ) -> bytes | Response | AsyncIterator[bytes]:
         """One JSON-RPC 2.0 request (batches are refused with a single -32600)."""
         try:
-            principal = await a2a.verifier.verify(authorization)
-            call = parse_request(body, METHODS)
+            principal = await _principal(a2a, authorization)
+            call = parse_request(body, METHODS, check_params)
             scope = required_scope(call)
             if scope is not None and not principal.can(scope):
                 raise Forbidden(
@@ -189,6 +212,14 @@ class RpcEndpoint:
         if isinstance(outcome, Stream):
             return sse(call.id, outcome.frames)
         return result_body(call.id, outcome)
+
+
+async def _principal(a2a: A2ASurface, authorization: str | None) -> Principal:
+    """The caller: its key's principal, or the anonymous one when it sends no key to a public agent."""
+    tenant = a2a.settings.a2a_anonymous_tenant
+    if tenant is not None and not authorization:
+        return anonymous(tenant)
+    return await a2a.verifier.verify(authorization)
 
 
 def _refusal(request_id: RequestId, method: str, error: RpcError) -> bytes | AsyncIterator[bytes]:

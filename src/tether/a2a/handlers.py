@@ -2,9 +2,10 @@
 
 ``message/send`` without a ``taskId`` starts a run of the named skill; with one, it
 answers the run's pending interrupt. Either way the user's message is stored as task
-history in the same commit, a repeated ``messageId`` changes nothing, and the answer is
-the Task projected from the run. Domain errors (``TetherError``) propagate: the endpoint
-turns them into JSON-RPC errors in one place, :func:`tether.a2a.jsonrpc.rpc_error_from`.
+history in the same commit, a repeated ``messageId`` changes nothing (and one reused for
+different content is refused), and the answer is the Task projected from the run. Domain
+errors (``TetherError``) propagate: the endpoint turns them into JSON-RPC errors in one
+place, :func:`tether.a2a.jsonrpc.rpc_error_from`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from tether.a2a.capabilities import A2ACapabilities
 from tether.a2a.jsonrpc import (
@@ -25,6 +27,8 @@ from tether.a2a.jsonrpc import (
     RpcRequest,
     TaskNotCancelable,
     UnsupportedOperation,
+    clip,
+    quote,
 )
 from tether.a2a.params import (
     DeletePushParams,
@@ -36,6 +40,7 @@ from tether.a2a.params import (
     TaskQueryParams,
     message_inputs,
     parse_params,
+    parse_send_params,
     reply_value,
 )
 from tether.a2a.push import PushConfigInput, check_push_url, config_view, seal_config
@@ -52,7 +57,7 @@ from tether.ids import new_id
 from tether.run_state import InterruptRecord
 from tether.store.base import Extra, RunRow, TaskMessage
 
-__all__ = ["METHODS", "STREAMING_METHODS", "A2AHandlers", "Stream", "required_scope"]
+__all__ = ["A2A_SCOPES", "METHODS", "STREAMING_METHODS", "A2AHandlers", "Stream", "check_params", "required_scope"]
 
 STREAMING_METHODS = frozenset({"message/stream", "tasks/resubscribe"})
 _PUSH_METHODS = frozenset(
@@ -66,6 +71,20 @@ _PUSH_METHODS = frozenset(
 METHODS = frozenset({"message/send", "tasks/get", "tasks/cancel", "agent/getAuthenticatedExtendedCard"}) | STREAMING_METHODS | _PUSH_METHODS
 
 _MODE_ALIASES = {"text": "text/plain", "json": "application/json", "data": "application/json"}
+
+#: every scope :func:`required_scope` can ask for: what the A2A methods need, and no more
+A2A_SCOPES = frozenset({"runs:create", "runs:read", "runs:cancel", "approvals:respond"})
+
+#: the params model of each method that takes params (push ``set`` also checks its config)
+_PARAMS: dict[str, type[BaseModel]] = {
+    "tasks/get": TaskQueryParams,
+    "tasks/cancel": TaskIdParams,
+    "tasks/resubscribe": TaskIdParams,
+    "tasks/pushNotificationConfig/set": SetPushParams,
+    "tasks/pushNotificationConfig/get": GetPushParams,
+    "tasks/pushNotificationConfig/list": TaskIdParams,
+    "tasks/pushNotificationConfig/delete": DeletePushParams,
+}
 
 
 def required_scope(request: RpcRequest) -> str | None:
@@ -91,6 +110,22 @@ def required_scope(request: RpcRequest) -> str | None:
     return None
 
 
+def check_params(method: str, params: dict[str, Any]) -> None:
+    """Check ``params`` for ``method`` as the method itself would, without running it.
+
+    For a request that will be refused anyway (a notification): the caller learns what
+    is wrong with its params (-32602) before being told it lacks an id.
+    """
+    if method in ("message/send", "message/stream"):
+        parse_send_params(params)
+        return
+    model = _PARAMS.get(method)
+    if model is not None:
+        checked = parse_params(model, params)
+        if isinstance(checked, SetPushParams):
+            parse_params(PushConfigInput, checked.pushNotificationConfig)
+
+
 @dataclass(frozen=True, slots=True)
 class Stream:
     """A streaming answer: the frames to send as server-sent events, in batches written at once."""
@@ -105,11 +140,31 @@ def _settled(row: RunRow) -> bool:
 
 def _not_cancelable(task_id: str, run_status: str) -> TaskNotCancelable:
     state = task_state(run_status)
-    return TaskNotCancelable(f"task {task_id!r} is already {state}: it cannot be canceled", data={"state": state})
+    return TaskNotCancelable(f"task {quote(task_id)} is already {state}: it cannot be canceled", data={"state": state})
 
 
 def _digest(dumped: dict[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(dumped, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _reused(message_id: str, task_id: str | None) -> InvalidParams:
+    """A messageId sent before with other content: refused, as REST's Idempotency-Key is (409 there).
+
+    -32602 rather than a host-specific code: the params are what must change (a new
+    messageId), every v0.3 client knows the code, and A2A keeps allotting codes from
+    -32001 up, so a code of our own could collide with a later version's. ``data.reason``
+    is REST's error code, which maps onto A2A 1.0's ErrorInfo reason.
+    """
+    return InvalidParams(
+        f"messageId {quote(message_id)} was already used for a message with different content: "
+        "send a new message with a new messageId (resending the very same message returns its task)",
+        data={"reason": "idempotency_key_mismatch", "messageId": clip(message_id), "taskId": task_id},
+    )
+
+
+def _start_scope(principal: Principal) -> str:
+    """The idempotency scope of the messages a principal starts tasks with (keyed by messageId)."""
+    return f"a2a:message/send:{principal.name}"
 
 
 def _history_entry(dumped: dict[str, Any], task_id: str, context_id: str) -> dict[str, Any]:
@@ -184,7 +239,7 @@ class A2AHandlers:
         return push
 
     def _send_params(self, raw: dict[str, Any]) -> SendParams:
-        params = parse_params(SendParams, raw)
+        params = parse_send_params(raw)
         config = params.configuration
         if config is not None and config.pushNotificationConfig is not None and not self.capabilities.push_notifications:
             raise PushNotificationNotSupported(
@@ -195,7 +250,8 @@ class A2AHandlers:
             accepted = {_MODE_ALIASES.get(m, m) for m in config.acceptedOutputModes}
             if not accepted & {*OUTPUT_MODES, "*/*", "*"}:
                 raise ContentTypeNotSupported(
-                    f"this agent answers in {' and '.join(OUTPUT_MODES)}; acceptedOutputModes {config.acceptedOutputModes} accepts neither",
+                    f"this agent answers in {' and '.join(OUTPUT_MODES)}; "
+                    f"acceptedOutputModes {clip(str(config.acceptedOutputModes))} accepts neither",
                     data={"outputModes": list(OUTPUT_MODES)},
                 )
         return params
@@ -216,7 +272,7 @@ class A2AHandlers:
     async def _start(
         self, principal: Principal, params: SendParams, push: PushConfigInput | None, advance: bool
     ) -> tuple[RunRow, str, list[dict[str, Any]] | None]:
-        """Start the skill's run; a (principal, messageId) seen before returns its task."""
+        """Start the skill's run; a (principal, messageId) seen before returns its task, if the message is the same."""
         message = params.message
         store = self.a2a.store
         workflow_id = resolve_skill(self.a2a.registry, self.a2a.settings.default_skill, message.metadata, params.metadata)
@@ -225,7 +281,7 @@ class A2AHandlers:
         context_id = message.contextId or new_id("ctx_")
         run_id = new_id("run_")
         answer = {"taskId": run_id, "contextId": context_id}
-        claim = IdempotencyClaim(f"a2a:message/send:{principal.name}", message.messageId, _digest(dumped), 200, answer)
+        claim = IdempotencyClaim(_start_scope(principal), message.messageId, _digest(dumped), 200, answer)
         # the history entry and any push config, written with the run
         first = [_history_entry(dumped, run_id, context_id)]
         extras: list[Extra] = [TaskMessage(run_id, message.messageId, first[0], clock.now_iso())]
@@ -244,26 +300,35 @@ class A2AHandlers:
             advance=advance,
         )
         if created.replayed is not None:  # a repeated messageId: the task it started, as it is now
+            if created.replayed.request_digest != claim.request_digest:
+                raise _reused(message.messageId, created.run.run_id)
             live = await load_task(store, created.run.run_id, principal.tenant)
             return live.run, live.context_id, None
         return created.run, context_id, first
 
     async def _reply(self, principal: Principal, message: Message, push: PushConfigInput | None, advance: bool) -> tuple[RunRow, str]:
-        """Resolve the task's pending interrupt with the message; a retried reply is a no-op."""
+        """Resolve the task's pending interrupt with the message; a retried reply is a no-op.
+
+        A messageId already in the task's history (or one that started another task) with
+        different content is refused, as a reused messageId is when it starts a task.
+        """
         assert message.taskId is not None
         live = await load_task(self.a2a.store, message.taskId, principal.tenant)
         if message.contextId is not None and message.contextId != live.context_id:
             raise InvalidParams(
-                f"message.contextId {message.contextId!r} is not the context of task {live.run.run_id!r} ({live.context_id!r})",
+                f"message.contextId {quote(message.contextId)} is not the context of task "
+                f"{quote(live.run.run_id)} ({quote(live.context_id)})",
                 data={"contextId": live.context_id},
             )
-        if await self._has_message(live.run.run_id, message.messageId):
+        entry = _history_entry(message.model_dump(exclude_none=True), live.run.run_id, live.context_id)
+        if await self._recorded(live.run.run_id, entry):
             return live.run, live.context_id
+        started = await self.a2a.store.get_idempotency(principal.tenant, _start_scope(principal), message.messageId)
+        if started is not None and started.run_id != live.run.run_id:
+            raise _reused(message.messageId, started.run_id)
         interrupt = self._check_waiting(live)
         value = reply_value(message, interrupt)
-        extras: list[Extra] = [
-            TaskMessage(live.run.run_id, message.messageId, _history_entry(message.model_dump(exclude_none=True), live.run.run_id, live.context_id), clock.now_iso())
-        ]
+        extras: list[Extra] = [TaskMessage(live.run.run_id, message.messageId, entry, clock.now_iso())]
         if push is not None:
             extras.append(seal_config(self.a2a, live.run.run_id, principal.tenant, push))
         try:
@@ -271,14 +336,21 @@ class A2AHandlers:
                 principal, live.run.run_id, interrupt["nodeId"], value, interrupt_id=interrupt["interruptId"], extras=extras, advance=advance
             )
         except Conflict:  # resolved meanwhile: by this very message (a racing retry) or another
-            if await self._has_message(live.run.run_id, message.messageId):
+            if await self._recorded(live.run.run_id, entry):
                 again = await load_task(self.a2a.store, live.run.run_id, principal.tenant)
                 return again.run, again.context_id
             raise
         return row, live.context_id
 
-    async def _has_message(self, task_id: str, message_id: str) -> bool:
-        return any(entry.get("messageId") == message_id for entry in await self.a2a.store.list_task_messages(task_id))
+    async def _recorded(self, task_id: str, entry: dict[str, Any]) -> bool:
+        """Whether the task's history holds this message already (InvalidParams if its id holds another)."""
+        message_id = entry["messageId"]
+        for kept in await self.a2a.store.list_task_messages(task_id):
+            if kept.get("messageId") == message_id:
+                if _digest(kept) != _digest(entry):
+                    raise _reused(message_id, task_id)
+                return True
+        return False
 
     @staticmethod
     def _check_waiting(live: LiveTask) -> InterruptRecord:
@@ -287,14 +359,14 @@ class A2AHandlers:
         task_id = live.run.run_id
         if state in TERMINAL:
             raise UnsupportedOperation(
-                f"task {task_id!r} is {state}: a terminal task takes no more messages; "
-                f"send a new message without taskId (it may reuse contextId {live.context_id!r})",
+                f"task {quote(task_id)} is {state}: a terminal task takes no more messages; "
+                f"send a new message without taskId (it may reuse contextId {quote(live.context_id)})",
                 data={"state": state},
             )
         interrupt = live.run.state.get("interrupt")
         if not interrupt:
             raise UnsupportedOperation(
-                f"task {task_id!r} is {state} and waits for no input; reply once it is input-required",
+                f"task {quote(task_id)} is {state} and waits for no input; reply once it is input-required",
                 data={"state": state},
             )
         return interrupt
@@ -357,10 +429,8 @@ class A2AHandlers:
             configs = await store.list_push_configs(got.id)
             chosen = [c for c in configs if got.pushNotificationConfigId in (None, c.config_id)]
             if not chosen:
-                raise InvalidParams(
-                    f"task {got.id!r} has no push config {got.pushNotificationConfigId!r}" if got.pushNotificationConfigId else f"task {got.id!r} has no push config",
-                    data={"taskId": got.id},
-                )
+                wanted = f" {quote(got.pushNotificationConfigId)}" if got.pushNotificationConfigId else ""
+                raise InvalidParams(f"task {quote(got.id)} has no push config{wanted}", data={"taskId": got.id})
             return config_view(chosen[0])
         deleted = parse_params(DeletePushParams, raw)
         await load_task(store, deleted.id, principal.tenant)

@@ -19,6 +19,7 @@ the codes a client sees are decided in this module alone::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -27,6 +28,7 @@ import orjson
 from tether.errors import Conflict, Gone, InvalidInput, NotFound, TetherError, Unprocessable
 
 __all__ = [
+    "ECHO_LIMIT",
     "ContentTypeNotSupported",
     "ExtendedCardNotConfigured",
     "InternalError",
@@ -42,25 +44,63 @@ __all__ = [
     "TaskNotCancelable",
     "TaskNotFound",
     "UnsupportedOperation",
+    "clip",
     "error_body",
     "parse_request",
+    "quote",
     "result_body",
     "rpc_error_from",
 ]
 
 RequestId = str | int | None
 
+#: the most characters of a caller's value an error quotes (REST's run-id limit, so a valid id is quoted whole)
+ECHO_LIMIT = 128
+#: backstops, should a message or a string in ``data`` quote caller input without :func:`clip`
+_MESSAGE_LIMIT = 2048
+_DATA_STRING_LIMIT = 1024
+
+
+def clip(text: str, limit: int = ECHO_LIMIT) -> str:
+    """``text``, cut to ``limit`` characters and an ellipsis when longer.
+
+    Errors quote what the caller sent so they can find the mistake; without a bound, a
+    900 KB id would come back as a 1.8 MB error. Every quote of caller input goes
+    through here (or :func:`quote`).
+    """
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def quote(value: object, limit: int = ECHO_LIMIT) -> str:
+    """A caller's value as an error message quotes it: ``repr`` of the value, clipped."""
+    return repr(clip(value, limit)) if isinstance(value, str) else clip(repr(value), limit)
+
+
+def _bounded(data: Any) -> Any:
+    """``data`` with every string clipped to the backstop (dicts and lists kept as they are)."""
+    if isinstance(data, str):
+        return clip(data, _DATA_STRING_LIMIT)
+    if isinstance(data, dict):
+        return {clip(str(k), _DATA_STRING_LIMIT): _bounded(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_bounded(v) for v in data]
+    return data
+
 
 class RpcError(Exception):
-    """A JSON-RPC error answer: a fixed code, a message a person can act on, optional data."""
+    """A JSON-RPC error answer: a fixed code, a message a person can act on, optional data.
+
+    Message and data are bounded here, whoever built them, so no error answer can grow
+    with what the caller sent (engine messages, for one, may quote a resume value).
+    """
 
     code: ClassVar[int] = -32603
     title: ClassVar[str] = "Internal error"
 
     def __init__(self, message: str | None = None, *, data: Any = None) -> None:
-        self.message = message or self.title
+        self.message = clip(message or self.title, _MESSAGE_LIMIT)
         super().__init__(self.message)
-        self.data = data
+        self.data = _bounded(data)
 
     def to_json(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -165,14 +205,27 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def parse_request(body: bytes, methods: frozenset[str]) -> RpcRequest:
+#: checks a method's params (raising InvalidParams); given by the handlers, which own the params models
+ParamsCheck = Callable[[str, dict[str, Any]], None]
+
+
+def parse_request(body: bytes, methods: frozenset[str], check_params: ParamsCheck | None = None) -> RpcRequest:
     """Decode one JSON-RPC request for one of ``methods``.
+
+    A request without an id (a notification, which A2A does not accept) is judged on its
+    method and params first: an unknown method is -32601 and bad params -32602, as they
+    would be with an id, so the caller learns what to fix; only a notification that is
+    otherwise right gets -32600 for its missing id. ``check_params`` is that params check
+    (the handlers run the same one when a request has an id). An error answer echoes the
+    id only when it was read; otherwise its id is null (JSON-RPC 2.0 §5).
 
     Raises
     ------
     Rejected
         With -32700 (not JSON), -32600 (not a request object, a batch, a missing or
-        non-string method, a missing id) or -32601 (unknown method).
+        non-string method, an id that is not a string or an integer, a notification),
+        -32601 (unknown method) or -32602 (params not an object, or failing
+        ``check_params`` in a notification).
     """
     try:
         doc = orjson.loads(body)
@@ -185,18 +238,26 @@ def parse_request(body: bytes, methods: frozenset[str]) -> RpcRequest:
     request_id: RequestId = doc["id"] if _valid_id(doc.get("id")) else None
     if doc.get("jsonrpc") != "2.0":
         raise Rejected(request_id, InvalidRequest('the request must carry "jsonrpc": "2.0"'))
-    if "id" not in doc or doc["id"] is None:
-        raise Rejected(None, InvalidRequest("A2A requests need an id (a string or an integer); notifications are not accepted"))
-    if request_id is None:
+    notification = doc.get("id") is None
+    if not notification and request_id is None:
         raise Rejected(None, InvalidRequest("the request id must be a string or an integer"))
     method = doc.get("method")
     if not isinstance(method, str) or not method:
         raise Rejected(request_id, InvalidRequest("the request needs a method (a non-empty string)"))
     if method not in methods:
-        raise Rejected(request_id, MethodNotFound(f"no method {method!r}; this agent serves {', '.join(sorted(methods))}"))
+        served = ", ".join(sorted(methods))
+        raise Rejected(request_id, MethodNotFound(f"no method {quote(method)}; this agent serves {served}"))
     params = doc.get("params", {})
     if not isinstance(params, dict):
         raise Rejected(request_id, InvalidParams("params must be a JSON object"))
+    if notification:
+        if check_params is not None:
+            try:
+                check_params(method, params)
+            except RpcError as error:
+                raise Rejected(None, error) from error
+        refused = "A2A requests need an id (a string or an integer); notifications are not accepted"
+        raise Rejected(None, InvalidRequest(refused))
     assert request_id is not None
     return RpcRequest(request_id, method, params)
 
@@ -216,14 +277,15 @@ def rpc_error_from(exc: TetherError) -> RpcError:
 
     Invalid input (a resume value outside the gate's vocabulary, missing workflow
     inputs) is the caller's to fix: -32602 with the engine's message and details. A
-    missing resource is TaskNotFound; a state that forbids the operation (already
-    resolved, cancelled meanwhile) is UnsupportedOperation; anything else is internal.
+    missing resource is TaskNotFound, its message saying "not found" (clients match on
+    it); a state that forbids the operation (already resolved, cancelled meanwhile) is
+    UnsupportedOperation; anything else is internal.
     """
     details = exc.details or None
     if isinstance(exc, InvalidInput):
         return InvalidParams(exc.message, data=details)
     if isinstance(exc, NotFound):
-        return TaskNotFound(exc.message)
+        return TaskNotFound(exc.message if "not found" in exc.message else f"not found: {exc.message}")
     if isinstance(exc, Conflict | Unprocessable | Gone):
         return UnsupportedOperation(exc.message, data={"reason": exc.code})
     return InternalError(exc.message)

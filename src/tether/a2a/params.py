@@ -3,7 +3,9 @@
 Models follow the v0.3 JSON schema (``kind`` discriminators included) with strict
 types, so ``"5"`` is not a history length and ``"true"`` is not ``blocking``. Fields
 the host does not use are ignored. A failed check becomes InvalidParams whose message
-names the first bad field by its path (``params.message.parts.0.text``).
+names the first bad field by its path (``params.message.parts.0.text``); what it quotes
+of the caller's input is clipped (:func:`tether.a2a.jsonrpc.clip`). Task ids and push
+config ids are at most :data:`ID_MAX` characters, as REST's run ids are.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
 
-from tether.a2a.jsonrpc import ContentTypeNotSupported, InvalidParams
+from tether.a2a.jsonrpc import ECHO_LIMIT, ContentTypeNotSupported, InvalidParams, clip
 from tether.run_state import InterruptRecord
 
 __all__ = [
+    "ID_MAX",
     "DataPart",
     "FilePart",
     "Message",
@@ -26,10 +30,18 @@ __all__ = [
     "TextPart",
     "message_inputs",
     "parse_params",
+    "parse_send_params",
     "reply_value",
 ]
 
 M = TypeVar("M", bound=BaseModel)
+
+#: the longest task id (a run id) or push config id accepted: REST's run-id limit, so both surfaces agree
+ID_MAX = 128
+#: a task id or a push config id as a param
+_Id = Annotated[str, Field(min_length=1, max_length=ID_MAX)]
+#: the validation errors a refusal lists (a message with 10,000 bad parts is not answered with 10,000)
+_ERRORS_LISTED = 10
 
 
 class _Strict(BaseModel):
@@ -62,9 +74,9 @@ class Message(_Strict):
     role: Literal["user", "agent"]
     messageId: str = Field(min_length=1, max_length=255)
     parts: list[Part]
-    taskId: str | None = Field(default=None, min_length=1)
+    taskId: _Id | None = None
     contextId: str | None = Field(default=None, min_length=1, max_length=255)
-    referenceTaskIds: list[str] | None = None
+    referenceTaskIds: list[_Id] | None = None
     extensions: list[str] | None = None
     metadata: dict[str, Any] | None = None
 
@@ -83,7 +95,7 @@ class SendParams(_Strict):
 
 
 class TaskIdParams(_Strict):
-    id: str = Field(min_length=1)
+    id: _Id
     metadata: dict[str, Any] | None = None
 
 
@@ -92,26 +104,63 @@ class TaskQueryParams(TaskIdParams):
 
 
 class SetPushParams(_Strict):
-    taskId: str = Field(min_length=1)
+    taskId: _Id
     pushNotificationConfig: dict[str, Any]
 
 
 class GetPushParams(TaskIdParams):
-    pushNotificationConfigId: str | None = Field(default=None, min_length=1)
+    pushNotificationConfigId: _Id | None = None
 
 
 class DeletePushParams(TaskIdParams):
-    pushNotificationConfigId: str = Field(min_length=1)
+    pushNotificationConfigId: _Id
+
+
+def _error_message(error: ErrorDetails) -> str:
+    """pydantic's message for one error, with any of the caller's values it quotes clipped.
+
+    Some messages quote the input (a discriminator tag that matches no part kind); the
+    quoted value is clipped where it stands, so the rest of the message still says what
+    is expected.
+    """
+    message = error["msg"]
+    for value in (error.get("ctx") or {}).values():
+        if isinstance(value, str) and len(value) > ECHO_LIMIT:
+            message = message.replace(value, clip(value))
+    return clip(message, 4 * ECHO_LIMIT)
 
 
 def parse_params(model: type[M], params: dict[str, Any]) -> M:
-    """``params`` as ``model``, or InvalidParams naming every bad field."""
+    """``params`` as ``model``, or InvalidParams naming the bad fields (the first ten of them)."""
     try:
         return model.model_validate(params)
     except ValidationError as exc:
-        errors = [{"path": ".".join(["params", *(str(p) for p in e["loc"])]), "message": e["msg"]} for e in exc.errors()]
+        found = exc.errors(include_url=False)
+        errors = [
+            {"path": clip(".".join(["params", *(str(p) for p in e["loc"])])), "message": _error_message(e)}
+            for e in found[:_ERRORS_LISTED]
+        ]
         first = errors[0]
-        raise InvalidParams(f"{first['path']}: {first['message']}", data={"errors": errors}) from exc
+        data: dict[str, Any] = {"errors": errors}
+        if len(found) > _ERRORS_LISTED:
+            data["errorCount"] = len(found)
+        raise InvalidParams(f"{first['path']}: {first['message']}", data=data) from exc
+
+
+def parse_send_params(params: dict[str, Any]) -> SendParams:
+    """``message/send`` and ``message/stream`` params, refusing a message with no parts.
+
+    The schema lets ``parts`` be empty, but such a message says nothing: a skill that
+    needs no input would run on it, so it is refused before any skill is chosen.
+    """
+    send = parse_params(SendParams, params)
+    if not send.message.parts:
+        message = (
+            'params.message.parts is empty: a message needs at least one part, such as {"kind": "text", "text": "..."} '
+            'or {"kind": "data", "data": {...}}'
+        )
+        raise InvalidParams(message, data={"errors": [{"path": "params.message.parts", "message": message}]})
+    return send
 
 
 def _refuse_files(message: Message) -> None:

@@ -27,7 +27,8 @@ router = APIRouter(tags=["a2a"])
 async def get_agent_card(request: Request) -> Response:
     """Public (no credentials): how to reach this agent and what it can do."""
     a2a = a2a_of(request)
-    card = agent_card(a2a_capabilities(a2a.settings), a2a.registry, a2a.settings.default_skill)
+    anonymous = a2a.settings.a2a_anonymous_tenant is not None
+    card = agent_card(a2a_capabilities(a2a.settings), a2a.registry, a2a.settings.default_skill, anonymous=anonymous)
     return json_response(card, headers={"Cache-Control": "public, max-age=60"})
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.a2a.jsonrpc import InvalidParams
+from tether.a2a.jsonrpc import InvalidParams, clip, quote
 from tether.engine.registry import Entry, WorkflowRegistry
 
 __all__ = ["INPUT_MODES", "OUTPUT_MODES", "SKILL_SOURCES", "resolve_skill", "served_skills"]
@@ -58,7 +58,7 @@ def resolve_skill(registry: WorkflowRegistry, default_skill: str, *metadata: dic
     skills = [e.workflow.id for e in served_skills(registry)]
     if requested not in skills:
         raise InvalidParams(
-            f"{where} {requested!r} is not a skill of this agent; its skills are {', '.join(skills) or '(none)'}",
-            data={"skillId": requested, "skills": skills},
+            f"{where} {quote(requested)} is not a skill of this agent; its skills are {', '.join(skills) or '(none)'}",
+            data={"skillId": clip(requested), "skills": skills},
         )
     return requested

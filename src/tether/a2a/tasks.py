@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from tether.a2a.capabilities import TRANSPORT
-from tether.a2a.jsonrpc import TaskNotFound
+from tether.a2a.jsonrpc import TaskNotFound, clip, quote
 from tether.a2a.projection import task, task_record
 from tether.store.base import Extra, RunRow, Store, TaskRecord
 
@@ -84,7 +84,10 @@ async def load_task(store: Store, task_id: str, tenant: str, *, history: bool = 
     """The task ``task_id`` of ``tenant`` (one store read); another tenant's reads like a missing one."""
     found = await store.read_task(task_id, tenant, history=history)
     if found is None:
-        raise TaskNotFound(f"no task {task_id!r} is visible to this API key", data={"taskId": task_id})
+        raise TaskNotFound(
+            f"task {quote(task_id)} not found: no task with that id is visible to this caller",
+            data={"taskId": clip(task_id)},
+        )
     return LiveTask(*found)
 
 

@@ -33,6 +33,11 @@ _KEY = re.compile(r"^tk_([0-9a-f]{16})_([0-9a-f]{64})$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
+def valid_tenant(tenant: str) -> bool:
+    """Whether ``tenant`` is a tenant name a key could have (so the CLI checks other tenants the same way)."""
+    return _NAME.match(tenant) is not None
+
+
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 

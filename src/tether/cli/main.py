@@ -66,6 +66,15 @@ def _schedule_option(ctx: click.Context, param: click.Parameter, value: str) -> 
     return value
 
 
+def _tenant_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A tenant name, checked as ``tether keys create --tenant`` checks it."""
+    from tether.auth.keys import valid_tenant
+
+    if value is not None and not valid_tenant(value):
+        raise click.BadParameter(f"{value!r} must be 1-64 letters, digits, '.', '_' or '-' (a letter or digit first)")
+    return value
+
+
 # --- shared options ------------------------------------------------------------------------
 
 
@@ -212,6 +221,13 @@ def main() -> None:
     help="Delays between delivery attempts; after the last one a delivery is dead-lettered.",
 )
 @click.option(
+    "--a2a-anonymous-tenant",
+    metavar="NAME",
+    callback=_tenant_option,
+    help="Serve a public agent: A2A calls without a key act as 'anonymous' in tenant NAME, with the A2A scopes "
+    "only (calls with a key are checked as ever; REST still needs a key). Off by default.",
+)
+@click.option(
     "--push-body",
     type=click.Choice(["status", "task"]),
     default="status",
@@ -237,6 +253,7 @@ def serve(
     egress_ca_bundle: Path | None,
     push_retry_schedule: str,
     push_body: str,
+    a2a_anonymous_tenant: str | None,
 ) -> None:
     """Run the host until SIGTERM or Ctrl-C."""
     from tether.app import serve as run_host
@@ -262,6 +279,7 @@ def serve(
             egress_ca_bundle=egress_ca_bundle,
             push_retry_schedule=push_retry_schedule,
             push_body=push_body,
+            a2a_anonymous_tenant=a2a_anonymous_tenant,
         )
     )
 
