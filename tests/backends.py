@@ -35,6 +35,7 @@ BACKENDS = ["sqlite", "postgres"]
 H = TypeVar("H", bound=Host)
 StartHost = Callable[..., InProcessHost]
 StartProcess = Callable[..., HostProcess]
+MakeDatabase = Callable[[], AbstractContextManager[str]]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -50,7 +51,7 @@ class Hosts(Generic[H]):
     to share (several hosts on one database).
     """
 
-    def __init__(self, kind: type[H], folder: Path, backend: str, database: Callable[[], AbstractContextManager[str]]) -> None:
+    def __init__(self, kind: type[H], folder: Path, backend: str, database: MakeDatabase) -> None:
         self.kind = kind
         self.folder = folder
         self.backend = backend

@@ -90,7 +90,8 @@ class _LiveHosts:
             if self.count:
                 return
             logging.getLogger().setLevel(self.saved_level)
-            left = [t for t in threading.enumerate() if t not in self.threads_before and t.name.startswith(("tether-", "inproc-host"))]
+            born = [t for t in threading.enumerate() if t not in self.threads_before]
+            left = [t for t in born if t.name.startswith(("tether-", "inproc-host"))]
         assert not left, f"in-process hosts left threads behind: {[t.name for t in left]}"
 
 
@@ -182,7 +183,8 @@ class InProcessHost(Host):
         _LIVE.enter()
         thresholds = gc.get_threshold()
         found: list[str | None] = []
-        self._thread = threading.Thread(target=self._run, args=(server, sock, found), name=f"inproc-host-{self.data_dir.name}", daemon=True)
+        name = f"inproc-host-{self.data_dir.name}"
+        self._thread = threading.Thread(target=self._run, args=(server, sock, found), name=name, daemon=True)
         self._thread.start()
         ended = not self._wait_serving(server)
         # The lifespan tunes the collector for a long-lived process (gc.freeze, a high

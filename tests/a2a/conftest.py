@@ -22,7 +22,14 @@ if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
 from a2a_wire import WORKFLOWS  # noqa: E402
-from backends import backend, shared_database, start_host, start_module_host, start_process, suite_host  # noqa: E402,F401 (fixtures)
+from backends import (  # noqa: E402,F401 (fixtures)
+    backend,
+    shared_database,
+    start_host,
+    start_module_host,
+    start_process,
+    suite_host,
+)
 from keys import made_key  # noqa: E402
 
 

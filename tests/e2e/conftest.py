@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from backends import backend, shared_database, start_host, start_module_host, start_process, suite_host  # noqa: F401 (fixtures)
+from backends import (  # noqa: F401 (fixtures)
+    backend,
+    shared_database,
+    start_host,
+    start_module_host,
+    start_process,
+    suite_host,
+)
 from harness import Host
 from keys import made_key
 

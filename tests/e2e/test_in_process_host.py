@@ -37,10 +37,11 @@ def test_a_process_takes_over_the_data_directory_an_in_process_host_stopped(tmp_
     try:
         process.start()  # refused if the SQLite host lock were still held
         assert process.dev_key is None, "the store already has the dev key"
-        assert process.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "waiting-approval"
-        answer = process.http(key).post(f"/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "accept"}})
+        again = process.http(key)
+        assert again.get(f"/v1/runs/{run_id}").json()["status"] == "waiting-approval"
+        answer = again.post(f"/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "accept"}})
         assert answer.status_code == 200, answer.text
-        wait_until(lambda: process.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "completed", what="the run to complete")
+        wait_until(lambda: again.get(f"/v1/runs/{run_id}").json()["status"] == "completed", what="the run to complete")
     finally:
         process.kill()
         process.close_clients()
