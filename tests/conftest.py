@@ -1,9 +1,11 @@
-"""Suite-wide test setup: make the helper modules beside this file importable.
+"""Suite-wide test setup: make the helper modules beside this file importable, clean up at the end.
 
 Test packages carry no ``__init__.py``, so ``tests/`` itself is not a package; putting it
 on ``sys.path`` lets any test write ``from schemas import openwop_validator`` whatever
 pytest's import mode. When collected tests use the official schemas, a hook checks once that
 they can be had (``schemas_source`` finds or downloads them) and stops the session otherwise.
+At the end of the session the PostgreSQL template that in-process hosts copy their
+databases from (``pg.migrated_database``) is dropped.
 """
 
 from __future__ import annotations
@@ -32,3 +34,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     problem = unavailable()
     if problem is not None:
         raise pytest.UsageError(problem)
+
+
+def pytest_sessionfinish(session: object, exitstatus: int) -> None:
+    """Drop the PostgreSQL template the in-process hosts' databases were copied from, if any."""
+    from pg import drop_template
+
+    drop_template()

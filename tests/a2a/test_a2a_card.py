@@ -7,14 +7,14 @@ import pytest
 from a2a.client import A2ACardResolver
 
 from a2a_wire import error, message, send
-from harness import HostProcess
+from harness import Host
 from schemas import a2a_validator, fixtures_dir, openwop_validator
 
 BUNDLED = ["approval-gated", "clarification-gated", "echo", "multi-step", "shape"]
 TEST_WORKFLOWS = ["always-fails", "slow", "slow-gate"]
 
 
-def test_card_is_public_valid_and_names_the_rpc_endpoint(host: HostProcess) -> None:
+def test_card_is_public_valid_and_names_the_rpc_endpoint(host: Host) -> None:
     with host.client() as anonymous:
         card = anonymous.get("/.well-known/agent-card.json")
         beside = anonymous.get("/v1/a2a/agent.json")
@@ -31,7 +31,7 @@ def test_card_is_public_valid_and_names_the_rpc_endpoint(host: HostProcess) -> N
     assert sorted(s["id"] for s in doc["skills"]) == sorted(BUNDLED + TEST_WORKFLOWS)
 
 
-def test_card_and_discovery_advertise_the_same_flags(host: HostProcess) -> None:
+def test_card_and_discovery_advertise_the_same_flags(host: Host) -> None:
     with host.client() as anonymous:
         card = anonymous.get("/.well-known/agent-card.json").json()
         discovery = anonymous.get("/.well-known/openwop").json()
@@ -52,7 +52,7 @@ def test_card_and_discovery_advertise_the_same_flags(host: HostProcess) -> None:
     assert card["capabilities"]["pushNotifications"] is a2a["pushNotifications"]
 
 
-def test_card_security_is_what_the_endpoint_enforces(host: HostProcess) -> None:
+def test_card_security_is_what_the_endpoint_enforces(host: Host) -> None:
     with host.client() as anonymous:
         refused = anonymous.post("/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}})
     assert refused.status_code == 401
@@ -60,7 +60,7 @@ def test_card_security_is_what_the_endpoint_enforces(host: HostProcess) -> None:
 
 
 def test_only_card_skills_are_routable(start_host) -> None:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host("--seed-fixtures", str(fixtures_dir()))
+    host: Host = start_host("--seed-fixtures", str(fixtures_dir()))
     assert host.dev_key
     http = host.http(host.dev_key)
     card = http.get("/.well-known/agent-card.json").json()
@@ -76,7 +76,7 @@ def test_only_card_skills_are_routable(start_host) -> None:  # type: ignore[no-u
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
-async def test_a2a_sdk_resolves_the_card(host: HostProcess) -> None:
+async def test_a2a_sdk_resolves_the_card(host: Host) -> None:
     async with httpx.AsyncClient() as client:
         card = await A2ACardResolver(client, host.url).get_agent_card()
     assert card.url == f"{host.url}/v1/a2a"

@@ -5,9 +5,12 @@ from __future__ import annotations
 import threading
 
 import httpx
+import pytest
 
 from a2a_wire import Frame, get_task, message, open_stream, run_events, send, stream, task_record, wait_state
 from harness import HostProcess, wait_until
+
+pytestmark = pytest.mark.process  # SIGKILL
 
 
 def _one_run_started(http: httpx.Client, task_id: str) -> None:

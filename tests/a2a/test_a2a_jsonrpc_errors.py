@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from a2a_wire import RPC, error, message, post, send, stream, wait_state
-from harness import HostProcess, create_key
+from harness import Host
+from inproc import create_key
 from schemas import a2a_validator
 
 
@@ -24,7 +25,7 @@ def _raw(http: httpx.Client, content: bytes) -> dict[str, Any]:
     return body
 
 
-def test_credentials_are_checked_at_the_http_layer(host: HostProcess, key: str) -> None:
+def test_credentials_are_checked_at_the_http_layer(host: Host, key: str) -> None:
     call = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message("hi")}}
     with host.client() as anonymous:
         missing = anonymous.post(RPC, json=call)
@@ -36,7 +37,7 @@ def test_credentials_are_checked_at_the_http_layer(host: HostProcess, key: str) 
     _nothing_stored(host.http(key))
 
 
-def test_a_key_without_the_method_scope_is_refused_with_403(host: HostProcess, key: str) -> None:
+def test_a_key_without_the_method_scope_is_refused_with_403(host: Host, key: str) -> None:
     reader = create_key(host.data_dir, "reader", "--scopes", "runs:read")
     with host.client(reader) as http:
         started = post(http, "message/send", {"message": message("hi")})
@@ -134,7 +135,7 @@ def test_content_and_skill_refusals(http: httpx.Client) -> None:
 
 
 def test_huge_body_is_413_with_a_jsonrpc_error(start_host) -> None:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host("--max-body-bytes", "4096")
+    host: Host = start_host("--max-body-bytes", "4096")
     assert host.dev_key
     http = host.http(host.dev_key)
     response = post(http, "message/send", {"message": message("x" * 10_000)})
@@ -145,6 +146,7 @@ def test_huge_body_is_413_with_a_jsonrpc_error(start_host) -> None:  # type: ign
     _nothing_stored(http)
 
 
+@pytest.mark.fresh_host  # it stores tasks, and every other test here checks the host stores none
 def test_unknown_and_misused_tasks(http: httpx.Client) -> None:
     for method, params in (("tasks/get", {"id": "run_nope"}), ("tasks/cancel", {"id": "run_nope"})):
         assert error(http, method, params)["code"] == -32001

@@ -9,19 +9,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 import trustme
 
 from a2a_wire import WORKFLOWS, error, get_task, message, result, send
-from harness import HostProcess, cli, wait_until
+from backends import Hosts
+from harness import Host, HostProcess, wait_until
+from inproc import InProcessHost, create_key, run_cli
 from receiver import Receiver
 from schemas import a2a_validator, openwop_validator
 
 TOKEN = "tok-9f8e7d6c5b4a-raw-token"
 CREDENTIALS = "cred-0a1b2c3d-raw-credentials"
+H = TypeVar("H", bound=Host)
 
 
 @pytest.fixture
@@ -31,8 +34,8 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
     rx.stop()
 
 
-def _push_host(start_host, receiver: Receiver, *extra: str) -> HostProcess:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host(
+def _push_host(start_host: Hosts[H], receiver: Receiver, *extra: str) -> H:
+    host = start_host(
         "--workflows", str(WORKFLOWS),
         "--egress-allow-cidr", "127.0.0.1/32",
         "--egress-ca-bundle", str(receiver.ca_file),
@@ -50,7 +53,7 @@ def _pushes(receiver: Receiver) -> list[dict[str, Any]]:
     return [json.loads(body) for body in receiver.bodies()]
 
 
-def test_input_required_and_completed_are_pushed_with_credentials(start_host, receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
+def test_input_required_and_completed_are_pushed_with_credentials(start_host: Hosts[InProcessHost], receiver: Receiver) -> None:
     host = _push_host(start_host, receiver)
     http = host.http(host.dev_key)
     task = send(http, message("draft", skill="approval-gated"), blocking=True, pushNotificationConfig=_config(receiver))
@@ -97,7 +100,7 @@ def test_input_required_and_completed_are_pushed_with_credentials(start_host, re
         assert all(secret not in answer for answer in answers)
 
 
-def test_full_task_body_and_several_configs(start_host, receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
+def test_full_task_body_and_several_configs(start_host: Hosts[InProcessHost], receiver: Receiver) -> None:
     host = _push_host(start_host, receiver, "--push-body", "task")
     http = host.http(host.dev_key)
     task = send(http, message("x", skill="approval-gated"), blocking=True)
@@ -124,8 +127,8 @@ def rpc_delete(http: httpx.Client, task_id: str, config_id: str) -> Any:
     return body["result"]
 
 
-def test_receiver_down_retries_then_arrives_even_across_a_crash(start_host, receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
-    host = _push_host(start_host, receiver)
+def test_receiver_down_retries_then_arrives_even_across_a_crash(start_process: Hosts[HostProcess], receiver: Receiver) -> None:
+    host = _push_host(start_process, receiver)
     http = host.http(host.dev_key)
     receiver.stop()
     task = send(http, message("x", skill="approval-gated"), blocking=True, pushNotificationConfig=_config(receiver))
@@ -140,7 +143,7 @@ def test_receiver_down_retries_then_arrives_even_across_a_crash(start_host, rece
     assert json.loads(receiver.requests[0].body)["taskId"] == task["id"]
 
 
-def test_redirects_are_failures_and_dead_letters_can_be_redelivered(start_host, receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
+def test_redirects_are_failures_and_dead_letters_can_be_redelivered(start_host: Hosts[InProcessHost], receiver: Receiver) -> None:
     host = _push_host(start_host, receiver)
     key = host.dev_key
     assert key
@@ -151,10 +154,10 @@ def test_redirects_are_failures_and_dead_letters_can_be_redelivered(start_host, 
     assert receiver.bodies("/elsewhere") == [], "a redirect is never followed"
     assert len(receiver.bodies("/push")) == 4, "one attempt and three retries on the ladder"
     assert dead[0]["attempts"] == 4 and "302" in dead[0]["lastError"]
-    listed = cli("push", "list", "--status", "dead", "--url", host.url, "--key", key, data_dir=host.data_dir)
+    listed = run_cli("push", "list", "--status", "dead", "--url", host.url, "--key", key, data_dir=host.data_dir)
     assert dead[0]["deliveryId"] in listed.stdout
     receiver.script = [204]
-    cli("push", "redeliver", dead[0]["deliveryId"], "--url", host.url, "--key", key, data_dir=host.data_dir)
+    run_cli("push", "redeliver", dead[0]["deliveryId"], "--url", host.url, "--key", key, data_dir=host.data_dir)
     wait_until(lambda: http.get("/v1/deliveries", params={"status": "delivered"}).json()["deliveries"], what="the redelivery")
 
 
@@ -187,8 +190,8 @@ REFUSED = [
 ]
 
 
-def test_every_blocked_class_is_refused_without_the_allow_switch(start_host) -> None:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host("--workflows", str(WORKFLOWS))
+def test_every_blocked_class_is_refused_without_the_allow_switch(start_host: Hosts[InProcessHost]) -> None:
+    host: Host = start_host("--workflows", str(WORKFLOWS))
     http = host.http(host.dev_key)
     task = send(http, message("x", skill="approval-gated"), blocking=True)
     for url, arm in REFUSED:
@@ -199,9 +202,7 @@ def test_every_blocked_class_is_refused_without_the_allow_switch(start_host) -> 
     assert result(http, "tasks/pushNotificationConfig/list", {"id": task["id"]}) == []
 
 
-def test_another_tenants_config_reads_as_unknown(start_host, receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
-    from harness import create_key
-
+def test_another_tenants_config_reads_as_unknown(start_host: Hosts[InProcessHost], receiver: Receiver) -> None:
     host = _push_host(start_host, receiver)
     http = host.http(host.dev_key)
     task = send(http, message("x", skill="approval-gated"), blocking=True)

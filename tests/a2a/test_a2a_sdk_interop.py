@@ -30,7 +30,7 @@ from a2a.types import (
 )
 
 from a2a_wire import run_events
-from harness import HostProcess
+from harness import Host, HostProcess
 from schemas import a2a_validator
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -70,7 +70,7 @@ def user(text: str | None = None, *, data: dict[str, Any] | None = None, task_id
 class Sdk:
     """SDK clients of one host (streaming or not, blocking or not) sharing one keyed httpx client."""
 
-    def __init__(self, host: HostProcess, key: str, http: httpx.AsyncClient) -> None:
+    def __init__(self, host: Host, key: str, http: httpx.AsyncClient) -> None:
         self.host = host
         self.key = key
         self.http = http
@@ -99,7 +99,7 @@ async def _pairs(items: AsyncIterator[Any]) -> AsyncIterator[tuple[Task, Update]
 
 
 @pytest.fixture
-async def sdk(host: HostProcess, key: str) -> AsyncIterator[Sdk]:
+async def sdk(host: Host, key: str) -> AsyncIterator[Sdk]:
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
         yield Sdk(host, key, http)
 
@@ -177,6 +177,7 @@ async def test_resubscribe_watches_the_decision(sdk: Sdk) -> None:
     assert states == [TaskState.input_required, TaskState.working, TaskState.completed]
 
 
+@pytest.mark.process  # killed and restarted
 async def test_hand_off_disconnect_restart_then_approve_by_message(host: HostProcess, key: str) -> None:
     """Done when: hand Tether a task, disconnect, survive a restart, get it, resubscribe, approve, watch it complete."""
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:

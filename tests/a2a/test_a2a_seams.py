@@ -7,13 +7,13 @@ import pytest
 
 from a2a_wire import task_record
 from schemas import openwop_validator
-from harness import HostProcess
+from harness import Host
 
 SEAMS = "/v1/host/sample/a2a/tasks"
 
 
 def test_seams_are_absent_unless_enabled(start_host) -> None:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host()
+    host: Host = start_host()
     assert host.dev_key
     http = host.http(host.dev_key)
     absent = http.post(f"{SEAMS}/start", json={"scenario": "paused-at-approval"})

@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from a2a_wire import WORKFLOWS, error, get_task, message, result, rpc, run_events, send, task_record, wait_state
-from harness import HostProcess, create_key
+from harness import Host
+from inproc import create_key
 
 
 def test_blocking_send_runs_the_default_skill_to_completion(http: httpx.Client) -> None:
@@ -56,13 +57,14 @@ def test_non_blocking_send_answers_at_once(http: httpx.Client) -> None:
 
 
 def test_blocking_send_returns_the_current_task_when_the_timeout_passes(start_host) -> None:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host("--workflows", str(WORKFLOWS), "--a2a-request-timeout", "0.3")
+    host: Host = start_host("--workflows", str(WORKFLOWS), "--a2a-request-timeout", "0.3")
     assert host.dev_key
     task = send(host.http(host.dev_key), message(skill="slow"))
     assert task["status"]["state"] == "working"
 
 
-def test_idempotent_send_per_principal(host: HostProcess, http: httpx.Client) -> None:
+@pytest.mark.fresh_host  # lists every run of the tenant
+def test_idempotent_send_per_principal(host: Host, http: httpx.Client) -> None:
     first = send(http, message("once", message_id="dup-1"))
     again = send(http, message("once", message_id="dup-1"))
     assert again["id"] == first["id"] and again["contextId"] == first["contextId"]
@@ -74,7 +76,8 @@ def test_idempotent_send_per_principal(host: HostProcess, http: httpx.Client) ->
     assert sorted(r["runId"] for r in runs) == sorted([first["id"], theirs["id"]])
 
 
-def test_concurrent_identical_sends_make_one_task(host: HostProcess, key: str) -> None:
+@pytest.mark.fresh_host  # counts every run of the tenant
+def test_concurrent_identical_sends_make_one_task(host: Host, key: str) -> None:
     ids: list[str] = []
     barrier = threading.Barrier(6)
 
@@ -178,7 +181,7 @@ def test_cancel_is_working_while_cancelling_then_canceled(http: httpx.Client) ->
 
 
 @pytest.mark.parametrize("path", ["/v1/a2a/tasks", "/v1/host/sample/a2a/tasks"])
-def test_tenants_cannot_see_each_others_tasks(host: HostProcess, http: httpx.Client, other_tenant_key: str, path: str) -> None:
+def test_tenants_cannot_see_each_others_tasks(host: Host, http: httpx.Client, other_tenant_key: str, path: str) -> None:
     mine = send(http, message("draft", skill="approval-gated"))
     task_record(http, mine["id"], path=path)
     with host.client(other_tenant_key) as theirs:
@@ -196,7 +199,7 @@ def test_tenants_cannot_see_each_others_tasks(host: HostProcess, http: httpx.Cli
     assert get_task(http, mine["id"])["status"]["state"] == "input-required"
 
 
-def test_racing_replies_decide_once(host: HostProcess, key: str, http: httpx.Client) -> None:
+def test_racing_replies_decide_once(host: Host, key: str, http: httpx.Client) -> None:
     task = send(http, message("draft", skill="approval-gated"))
     barrier = threading.Barrier(4)
     answers: list[dict[str, object]] = []

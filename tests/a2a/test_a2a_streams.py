@@ -6,9 +6,10 @@ import threading
 from typing import Any
 
 import httpx
+import pytest
 
 from a2a_wire import Frame, get_task, message, open_stream, run_events, send, stream, wait_state
-from harness import HostProcess
+from harness import Host
 
 
 def _summary(frames: list[Frame]) -> list[tuple[Any, ...]]:
@@ -61,7 +62,7 @@ def test_message_stream_ends_at_input_required_and_the_reply_streams_on(http: ht
     _check_ids(http, task["id"], reply)
 
 
-def test_resubscribe_stays_attached_through_the_decision(http: httpx.Client, host: HostProcess, key: str) -> None:
+def test_resubscribe_stays_attached_through_the_decision(http: httpx.Client, host: Host, key: str) -> None:
     task = send(http, message(skill="slow-gate"), blocking=False)
     seen: list[Frame] = []
     with open_stream(http, "tasks/resubscribe", {"id": task["id"]}) as frames:
@@ -90,7 +91,8 @@ def test_resubscribe_to_a_terminal_task_sends_the_final_task_only(http: httpx.Cl
     assert only.id == max(e["sequence"] for e in run_events(http, done["id"]))
 
 
-def test_concurrent_resubscribers_see_the_same_events_in_the_same_order(host: HostProcess, key: str, http: httpx.Client) -> None:
+@pytest.mark.fresh_host  # counts every run of the tenant
+def test_concurrent_resubscribers_see_the_same_events_in_the_same_order(host: Host, key: str, http: httpx.Client) -> None:
     task = send(http, message("draft", skill="approval-gated"))
     observers = 5
     attached = threading.Barrier(observers + 1)

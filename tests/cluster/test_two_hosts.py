@@ -14,6 +14,7 @@ import pytest
 import trustme
 
 from a2a_wire import WORKFLOWS, message, open_stream, run_events, send, wait_state
+from backends import Hosts
 from harness import HostProcess, create_key, wait_until
 from receiver import Receiver
 
@@ -27,7 +28,7 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
     rx.stop()
 
 
-def _pair(start_host, shared_database: str, folder: Path, *extra: str) -> tuple[HostProcess, HostProcess, str]:  # type: ignore[no-untyped-def]
+def _pair(start_process: Hosts[HostProcess], shared_database: str, folder: Path, *extra: str) -> tuple[HostProcess, HostProcess, str]:
     """Two hosts on one database, sharing the host key as operators must."""
     args = (
         "--workflows", str(WORKFLOWS),
@@ -36,8 +37,8 @@ def _pair(start_host, shared_database: str, folder: Path, *extra: str) -> tuple[
         "--secret-key-file", str(folder / "shared-host.key"),
         *extra,
     )
-    one: HostProcess = start_host(*args, name="one", database_url=shared_database)
-    two: HostProcess = start_host(*args, name="two", database_url=shared_database)
+    one = start_process(*args, name="one", database_url=shared_database)
+    two = start_process(*args, name="two", database_url=shared_database)
     key = one.dev_key or create_key(one.data_dir, "both")
     assert two.dev_key is None, "the second host shares the first one's keys"
     return one, two, key
@@ -63,8 +64,8 @@ def _assert_clean(events: list[dict[str, Any]]) -> None:
         assert all(n == 1 for n in per_node.values()), f"{kind} twice: {per_node}"
 
 
-def test_create_on_one_resubscribe_and_approve_on_two(start_host, shared_database: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    one, two, key = _pair(start_host, shared_database, tmp_path)
+def test_create_on_one_resubscribe_and_approve_on_two(start_process: Hosts[HostProcess], shared_database: str, tmp_path: Path) -> None:
+    one, two, key = _pair(start_process, shared_database, tmp_path)
     task = send(one.http(key), message("draft", skill="approval-gated"), blocking=True)
     assert task["status"]["state"] == "input-required"
     seen_one: list[Any] = []
@@ -84,8 +85,8 @@ def test_create_on_one_resubscribe_and_approve_on_two(start_host, shared_databas
     _assert_clean(run_events(one.http(key), task["id"]))
 
 
-def test_sigkill_mid_run_is_taken_over_once(start_host, shared_database: str, receiver: Receiver, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    one, two, key = _pair(start_host, shared_database, tmp_path, "--egress-allow-cidr", "127.0.0.1/32", "--egress-ca-bundle", str(receiver.ca_file))
+def test_sigkill_mid_run_is_taken_over_once(start_process: Hosts[HostProcess], shared_database: str, receiver: Receiver, tmp_path: Path) -> None:
+    one, two, key = _pair(start_process, shared_database, tmp_path, "--egress-allow-cidr", "127.0.0.1/32", "--egress-ca-bundle", str(receiver.ca_file))
     config = {"url": receiver.url(), "token": "t-123"}
     task = send(one.http(key), message("x", skill="slow"), blocking=False, pushNotificationConfig=config)
     wait_until(

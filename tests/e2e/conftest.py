@@ -1,24 +1,37 @@
-"""Fixtures that start real host processes and clean every one of them up."""
+"""Hosts for the end-to-end tests, every one of them stopped (or killed) at the end of its scope.
+
+A module's tests share one in-process host per backend; a test marked ``fresh_host``
+gets one of its own, and one marked ``process`` a real ``tether serve`` (see
+``backends.suite_host``).
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from backends import backend, shared_database, start_host  # noqa: F401 (fixtures)
-from harness import HostProcess, create_key
+from backends import (  # noqa: F401 (fixtures)
+    backend,
+    shared_database,
+    start_host,
+    start_module_host,
+    start_process,
+    suite_host,
+)
+from harness import Host
+from keys import made_key
 
 
 @pytest.fixture
-def host(start_host) -> HostProcess:  # type: ignore[no-untyped-def]
-    return start_host()
+def host(request: pytest.FixtureRequest, backend: str) -> Host:
+    return suite_host(request)
 
 
 @pytest.fixture
-def key(host: HostProcess) -> str:
+def key(host: Host) -> str:
     assert host.dev_key, "a fresh data directory prints a dev key at first start"
     return host.dev_key
 
 
 @pytest.fixture
-def other_tenant_key(host: HostProcess) -> str:
-    return create_key(host.data_dir, "other", "--tenant", "acme")
+def other_tenant_key(host: Host) -> str:
+    return made_key(host, "other", "--tenant", "acme")

@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from harness import HostProcess, cli, create_key, wait_until
+from harness import Host, wait_until
+from inproc import create_key, run_cli
 from schemas import openwop_validator
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -64,14 +65,14 @@ def _fake_key() -> str:
     ],
     ids=["none", "empty", "scheme-only", "wrong-scheme", "basic", "garbage", "short", "no-scheme"],
 )
-def test_missing_or_malformed_credentials_are_401(host: HostProcess, authorization: str | None) -> None:
+def test_missing_or_malformed_credentials_are_401(host: Host, authorization: str | None) -> None:
     headers = {} if authorization is None else {"Authorization": authorization}
     with host.client() as http:
         for method, path in (("GET", "/v1/runs"), ("POST", "/v1/runs"), ("GET", "/v1/runs/run_x/events"), ("GET", "/v1/workflows/echo")):
             _unauthorized(http.request(method, path, headers=headers, json={"workflowId": "echo", "inputs": {"prompt": "x"}} if method == "POST" else None))
 
 
-def test_unknown_key_is_401(host: HostProcess, key: str) -> None:
+def test_unknown_key_is_401(host: Host, key: str) -> None:
     _unauthorized(host.http(_fake_key()).get("/v1/runs"))
     # A real key id with the wrong secret is unknown too.
     key_id = key.split("_")[1]
@@ -81,17 +82,17 @@ def test_unknown_key_is_401(host: HostProcess, key: str) -> None:
     assert host.http().get("/v1/runs", headers={"Authorization": f"Bearer {key}"}).status_code == 200
 
 
-def test_revoked_key_is_401(host: HostProcess) -> None:
+def test_revoked_key_is_401(host: Host) -> None:
     old = create_key(host.data_dir, "old")
-    cli("keys", "revoke", "old", data_dir=host.data_dir)
+    run_cli("keys", "revoke", "old", data_dir=host.data_dir)
     body = _unauthorized(host.http(old).get("/v1/runs"))
     assert "revoked" in body["message"] or body["error"] == "key_revoked"
 
 
-def test_key_revoked_while_host_runs_stops_working(host: HostProcess, key: str) -> None:
+def test_key_revoked_while_host_runs_stops_working(host: Host, key: str) -> None:
     temp = create_key(host.data_dir, "temp")
     assert host.http(temp).get("/v1/runs").status_code == 200  # now cached by the host
-    result = cli("keys", "revoke", "temp", data_dir=host.data_dir)
+    result = run_cli("keys", "revoke", "temp", data_dir=host.data_dir)
     assert "revoked" in result.stdout
     wait_until(lambda: host.http(temp).get("/v1/runs").status_code == 401, timeout=10, what="the revoked key to be refused")
     _unauthorized(host.http(temp).get("/v1/runs"))
@@ -99,7 +100,7 @@ def test_key_revoked_while_host_runs_stops_working(host: HostProcess, key: str) 
     assert host.http(key).get("/v1/runs").status_code == 200, "revoking one key leaves the others alone"
 
 
-def test_key_created_while_host_runs_works(host: HostProcess) -> None:
+def test_key_created_while_host_runs_works(host: Host) -> None:
     fresh = create_key(host.data_dir, "fresh", "--scopes", "runs:create,runs:read")
     run_id = _create(host.http(fresh), "echo")
     _wait_status(host.http(fresh), run_id, "completed")
@@ -110,7 +111,8 @@ def test_key_created_while_host_runs_works(host: HostProcess) -> None:
 # --- 403 ------------------------------------------------------------------------------------------
 
 
-def test_read_only_key_cannot_create(host: HostProcess, key: str) -> None:
+@pytest.mark.fresh_host  # lists every run of the tenant
+def test_read_only_key_cannot_create(host: Host, key: str) -> None:
     reader = create_key(host.data_dir, "reader", "--scopes", "runs:read")
     body = _envelope(host.http(reader).post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "x"}}), 403, "forbidden")
     assert body.get("details", {}).get("scopeRequired") == "runs:create"
@@ -125,7 +127,7 @@ def test_read_only_key_cannot_create(host: HostProcess, key: str) -> None:
     _envelope(host.http(reader).get("/v1/workflows/echo"), 403, "forbidden")
 
 
-def test_cancel_only_key_cannot_read(host: HostProcess, key: str) -> None:
+def test_cancel_only_key_cannot_read(host: Host, key: str) -> None:
     canceller = create_key(host.data_dir, "canceller", "--scopes", "runs:cancel")
     run_id = _create(host.http(key))
     _wait_status(host.http(key), run_id, "waiting-approval")
@@ -138,7 +140,7 @@ def test_cancel_only_key_cannot_read(host: HostProcess, key: str) -> None:
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
 
 
-def test_forbidden_comes_before_not_found(host: HostProcess) -> None:
+def test_forbidden_comes_before_not_found(host: Host) -> None:
     reader = create_key(host.data_dir, "reader2", "--scopes", "runs:read")
     _envelope(host.http(reader).post("/v1/runs/run_nope/cancel", json={}), 403, "forbidden")
     _envelope(host.http(reader).post("/v1/runs/run_nope/interrupts/gate", json={"resumeValue": {}}), 403, "forbidden")
@@ -152,7 +154,8 @@ def _normalized(body: dict[str, Any], run_id: str) -> dict[str, Any]:
     return value
 
 
-def test_other_tenant_sees_nothing(host: HostProcess, key: str, other_tenant_key: str) -> None:
+@pytest.mark.fresh_host  # lists every run of both tenants
+def test_other_tenant_sees_nothing(host: Host, key: str, other_tenant_key: str) -> None:
     mine = host.http(key)
     theirs = host.http(other_tenant_key)
     run_id = _create(mine)
@@ -188,7 +191,8 @@ def test_other_tenant_sees_nothing(host: HostProcess, key: str, other_tenant_key
     assert [r["runId"] for r in mine.get("/v1/runs").json()["runs"]] == [run_id]
 
 
-def test_tenants_keep_their_own_runs_and_idempotency_keys(host: HostProcess, key: str, other_tenant_key: str) -> None:
+@pytest.mark.fresh_host  # lists every run of both tenants
+def test_tenants_keep_their_own_runs_and_idempotency_keys(host: Host, key: str, other_tenant_key: str) -> None:
     request = {"workflowId": "echo", "inputs": {"prompt": "same"}}
     mine = host.http(key).post("/v1/runs", json=request, headers={"Idempotency-Key": "shared-key"})
     theirs = host.http(other_tenant_key).post("/v1/runs", json=request, headers={"Idempotency-Key": "shared-key"})
@@ -200,7 +204,7 @@ def test_tenants_keep_their_own_runs_and_idempotency_keys(host: HostProcess, key
     assert host.http(other_tenant_key).get(f"/v1/runs/{theirs.json()['runId']}").json()["owner"]["tenant"] == "acme"
 
 
-def test_create_naming_another_tenant_is_refused(host: HostProcess, other_tenant_key: str) -> None:
+def test_create_naming_another_tenant_is_refused(host: Host, other_tenant_key: str) -> None:
     _envelope(host.http(other_tenant_key).post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "x"}, "tenantId": "default"}), 403, "forbidden")
     assert host.http(other_tenant_key).get("/v1/runs").json()["runs"] == []
 
@@ -208,7 +212,7 @@ def test_create_naming_another_tenant_is_refused(host: HostProcess, other_tenant
 # --- public endpoints, tracing, principal ----------------------------------------------------------
 
 
-def test_discovery_and_openapi_need_no_key(host: HostProcess) -> None:
+def test_discovery_and_openapi_need_no_key(host: Host) -> None:
     with host.client() as http:
         discovery = http.get("/.well-known/openwop")
         assert discovery.status_code == 200
@@ -220,7 +224,7 @@ def test_discovery_and_openapi_need_no_key(host: HostProcess) -> None:
         assert http.get("/.well-known/openwop", headers={"Authorization": "Bearer nonsense"}).status_code == 200
 
 
-def test_traceparent_is_echoed(host: HostProcess, key: str) -> None:
+def test_traceparent_is_echoed(host: Host, key: str) -> None:
     headers = {"traceparent": TRACEPARENT}
     assert host.http(key).get("/v1/runs", headers=headers).headers.get("traceparent") == TRACEPARENT
     assert host.http().get("/.well-known/openwop", headers=headers).headers.get("traceparent") == TRACEPARENT
@@ -231,7 +235,7 @@ def test_traceparent_is_echoed(host: HostProcess, key: str) -> None:
     assert "traceparent" not in host.http(key).get("/v1/runs").headers
 
 
-def test_decided_by_is_the_keys_principal(host: HostProcess) -> None:
+def test_decided_by_is_the_keys_principal(host: Host) -> None:
     approver = create_key(host.data_dir, "approver")
     http = host.http(approver)
     run_id = _create(http)

@@ -1,6 +1,6 @@
 """Refused requests against a real host: the right status, the official envelope, nothing written.
 
-One host (started with ``--max-body-bytes 2048``) serves the whole module. It holds one
+One in-process host (started with ``--max-body-bytes 2048``) serves the whole module. It holds one
 run waiting at an approval gate and one waiting for a clarification; after every test's
 refusals, the run list and both runs' event logs must be exactly what they were before,
 so a refused request can never leave something half-written.
@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from harness import HostProcess, wait_until
+from harness import wait_until
+from inproc import InProcessHost
 from schemas import openwop_validator
 
 MAX_BODY = 2048
@@ -25,7 +26,7 @@ MAX_BODY = 2048
 
 @dataclass
 class World:
-    host: HostProcess
+    host: InProcessHost
     http: httpx.Client
     approval: str
     clarification: str
@@ -59,7 +60,7 @@ def _interrupt(http: httpx.Client, run_id: str) -> tuple[str, str | None, str | 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     data_dir: Path = tmp_path_factory.mktemp("bad-input") / "host"
-    host = HostProcess(data_dir, "--max-body-bytes", str(MAX_BODY)).start()
+    host = InProcessHost(data_dir, "--max-body-bytes", str(MAX_BODY)).start()
     try:
         assert host.dev_key
         http = host.http(host.dev_key)
@@ -73,8 +74,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         assert world.baseline["clarification"][1][0] == "waiting-input"
         yield world
     finally:
-        host.kill()
-        host.close_clients()
+        host.close()
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from backends import Hosts
 from harness import HostProcess, wait_until
 
 SLOW = {
@@ -48,12 +49,12 @@ TIMED_GATE = {
 
 
 @pytest.fixture
-def crash_host(start_host, tmp_path: Path) -> HostProcess:  # type: ignore[no-untyped-def]
+def crash_host(start_process: Hosts[HostProcess], tmp_path: Path) -> HostProcess:
     folder = tmp_path / "workflows"
     folder.mkdir()
     (folder / "slow-steps.json").write_text(json.dumps(SLOW))
     (folder / "timed-gate.json").write_text(json.dumps(TIMED_GATE))
-    host: HostProcess = start_host("--workflows", str(folder))
+    host = start_process("--workflows", str(folder))
     return host
 
 

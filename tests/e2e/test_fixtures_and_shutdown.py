@@ -7,8 +7,11 @@ import threading
 from pathlib import Path
 
 import httpx
+import pytest
 
-from harness import HostProcess, wait_until
+from backends import Hosts
+from harness import Host, HostProcess, wait_until
+from inproc import InProcessHost
 from schemas import fixtures_dir
 
 RUNNABLE = {
@@ -22,8 +25,8 @@ RUNNABLE = {
 }
 
 
-def test_seeded_fixtures_are_stored_once_and_listed_honestly(start_host) -> None:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host("--seed-fixtures", str(fixtures_dir()))
+def test_seeded_fixtures_are_stored_once_and_listed_honestly(start_process: Hosts[HostProcess]) -> None:
+    host = start_process("--seed-fixtures", str(fixtures_dir()))
     key = host.dev_key
     advertised = set(host.http().get("/.well-known/openwop").json()["fixtures"])
     assert advertised == RUNNABLE, "cycles (loopback) and agent-pinned fixtures cannot really run here"
@@ -45,8 +48,8 @@ def test_seeded_fixtures_are_stored_once_and_listed_honestly(start_host) -> None
     assert states["on-reject"]["status"] == "completed" and states["on-accept"]["status"] == "skipped"
 
 
-def test_interrupt_token_expires_with_its_gate(start_host) -> None:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host("--seed-fixtures", str(fixtures_dir()))
+def test_interrupt_token_expires_with_its_gate(start_host: Hosts[InProcessHost]) -> None:
+    host = start_host("--seed-fixtures", str(fixtures_dir()))
     key = host.dev_key
     run_id = host.http(key).post("/v1/runs", json={"workflowId": "conformance-approval-timeout"}).json()["runId"]
     token = wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json().get("interrupt", {}).get("interruptToken"), what="a token")
@@ -57,6 +60,7 @@ def test_interrupt_token_expires_with_its_gate(start_host) -> None:  # type: ign
     assert forged.status_code == 400 and forged.json()["error"] == "approval_token_invalid"
 
 
+@pytest.mark.process  # SIGTERM and the exit code
 def test_sigterm_is_graceful_and_nothing_is_lost(host: HostProcess, key: str) -> None:
     run_id = host.http(key).post("/v1/runs", json={"workflowId": "multi-step", "inputs": {"prompt": "p"}}).json()["runId"]
     gated = host.http(key).post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "p"}}).json()["runId"]
@@ -67,30 +71,30 @@ def test_sigterm_is_graceful_and_nothing_is_lost(host: HostProcess, key: str) ->
     assert host.http(key).get(f"/v1/runs/{gated}").json()["status"] == "waiting-approval"
 
 
-def test_workflows_dir_adds_workflows(start_host, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_workflows_dir_adds_workflows(start_host: Hosts[InProcessHost], tmp_path: Path) -> None:
     folder = tmp_path / "mine"
     folder.mkdir()
     definition = json.loads((Path(__file__).parents[2] / "src/tether/workflows/echo.json").read_text())
     definition["id"] = "my-echo"
     (folder / "my-echo.json").write_text(json.dumps(definition))
-    host: HostProcess = start_host("--workflows", str(folder))
+    host: Host = start_host("--workflows", str(folder))
     listed = {w["id"]: w for w in host.http(host.dev_key).get("/v1/workflows").json()["workflows"]}
     assert listed["my-echo"]["source"] == "dir" and listed["my-echo"]["executable"]
     assert {"echo", "multi-step", "approval-gated", "clarification-gated"} <= set(listed)
 
 
-def test_host_key_is_private_and_can_live_elsewhere(start_host, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host()
+def test_host_key_is_private_and_can_live_elsewhere(start_host: Hosts[InProcessHost], tmp_path: Path) -> None:
+    host: Host = start_host()
     default_key = host.data_dir / "host.key"
     assert default_key.stat().st_mode & 0o777 == 0o600 and len(default_key.read_bytes()) == 32
     shared = tmp_path / "keys" / "shared.key"
-    other: HostProcess = start_host("--secret-key-file", str(shared), name="other")
+    other: Host = start_host("--secret-key-file", str(shared), name="other")
     assert shared.stat().st_mode & 0o777 == 0o600
     assert not (other.data_dir / "host.key").exists()
 
 
-def test_a_different_host_key_is_refused_at_start(start_host, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host()
+def test_a_different_host_key_is_refused_at_start(start_process: Hosts[HostProcess], tmp_path: Path) -> None:
+    host = start_process()
     host.kill()
     host.args = ["--secret-key-file", str(tmp_path / "another.key")]
     try:
@@ -139,6 +143,7 @@ def test_a_first_start_makes_its_data_directory(tmp_path: Path) -> None:
         host.close_clients()
 
 
+@pytest.mark.process  # SIGTERM and the exit code
 def test_sigterm_ends_open_streams_cleanly_and_at_once(host: HostProcess, key: str) -> None:
     """A stream never ends by itself; on shutdown its response completes (no cut connection,
     no task cancelled after the graceful timeout), and its client re-attaches elsewhere."""

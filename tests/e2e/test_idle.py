@@ -21,7 +21,7 @@ CLARIFICATION_RUNS = 5
 WINDOW_SECONDS = 5.0
 MAX_CPU_SECONDS = 0.05  # 1 % of one core over the window
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"), pytest.mark.process]  # its CPU time
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -9,12 +9,12 @@ from openwop_client import OpenwopClient
 from openwop_client.errors import WopError
 from openwop_client.types import CancelRunRequest, CreateRunRequest, ResolveInterruptRequest
 
-from harness import HostProcess, wait_until
+from harness import Host, wait_until
 from schemas import openwop_validator
 
 
 @pytest.fixture
-def client(host: HostProcess, key: str) -> OpenwopClient:
+def client(host: Host, key: str) -> OpenwopClient:
     return OpenwopClient(host.url, key)
 
 
@@ -22,7 +22,7 @@ def _wait_status(client: OpenwopClient, run_id: str, status: str) -> None:
     wait_until(lambda: client.runs_get(run_id).status == status, what=f"run {run_id} to be {status}")
 
 
-def test_discovery_is_public_and_valid(client: OpenwopClient, host: HostProcess) -> None:
+def test_discovery_is_public_and_valid(client: OpenwopClient, host: Host) -> None:
     caps = client.discovery_capabilities()
     assert caps.protocolVersion.startswith("1.")
     doc = host.http().get("/.well-known/openwop").json()
@@ -63,7 +63,7 @@ def test_approval_resolved_through_the_client(client: OpenwopClient) -> None:
     assert states["publish"]["status"] == "completed" and states["on-reject"]["status"] == "skipped"
 
 
-def test_refine_needs_feedback_and_token_resolution(client: OpenwopClient, host: HostProcess, key: str) -> None:
+def test_refine_needs_feedback_and_token_resolution(client: OpenwopClient, host: Host, key: str) -> None:
     created = client.runs_create(CreateRunRequest(workflowId="approval-gated", inputs={"prompt": "draft"}))
     _wait_status(client, created.runId, "waiting-approval")
     with pytest.raises(WopError) as refused:
@@ -131,7 +131,8 @@ def test_cancel_waiting_and_running_runs(client: OpenwopClient) -> None:
     assert terminal.value.status == 409 and terminal.value.envelope and terminal.value.envelope.error == "run_terminal"
 
 
-def test_idempotent_create(client: OpenwopClient, host: HostProcess, key: str) -> None:
+@pytest.mark.fresh_host  # lists every echo run of the tenant
+def test_idempotent_create(client: OpenwopClient, host: Host, key: str) -> None:
     request = CreateRunRequest(workflowId="echo", inputs={"prompt": "once"})
     first = client.runs_create(request, idempotency_key="order-42")
     second = client.runs_create(request, idempotency_key="order-42")
@@ -145,7 +146,8 @@ def test_idempotent_create(client: OpenwopClient, host: HostProcess, key: str) -
     assert [r["runId"] for r in runs] == [first.runId]
 
 
-def test_concurrent_idempotent_creates_make_one_run(host: HostProcess, key: str) -> None:
+@pytest.mark.fresh_host  # counts every run of the tenant
+def test_concurrent_idempotent_creates_make_one_run(host: Host, key: str) -> None:
     results: list[str] = []
 
     def create() -> None:
@@ -164,7 +166,7 @@ def test_concurrent_idempotent_creates_make_one_run(host: HostProcess, key: str)
     assert len(runs) == 1
 
 
-def test_concurrent_resolves_one_wins(host: HostProcess, key: str, client: OpenwopClient) -> None:
+def test_concurrent_resolves_one_wins(host: Host, key: str, client: OpenwopClient) -> None:
     created = client.runs_create(CreateRunRequest(workflowId="approval-gated", inputs={"prompt": "x"}))
     _wait_status(client, created.runId, "waiting-approval")
     codes: list[int] = []

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from harness import HostProcess, wait_until
+from harness import Host, wait_until
 from schemas import openwop_validator
 
 STREAM_TIMEOUT = 20.0
@@ -62,7 +62,7 @@ def _frames(response: httpx.Response) -> Iterator[Frame]:
 
 
 @contextmanager
-def _stream(host: HostProcess, key: str, run_id: str, *, mode: str | None = "debug", last_event_id: str | None = None) -> Iterator[httpx.Response]:
+def _stream(host: Host, key: str, run_id: str, *, mode: str | None = "debug", last_event_id: str | None = None) -> Iterator[httpx.Response]:
     headers = {"Accept": "text/event-stream"}
     if last_event_id is not None:
         headers["Last-Event-ID"] = last_event_id
@@ -72,7 +72,7 @@ def _stream(host: HostProcess, key: str, run_id: str, *, mode: str | None = "deb
             yield response
 
 
-def _read_all(host: HostProcess, key: str, run_id: str, **kwargs: Any) -> list[Frame]:
+def _read_all(host: Host, key: str, run_id: str, **kwargs: Any) -> list[Frame]:
     """Every frame of a stream that the server must close on its own (terminal run)."""
     with _stream(host, key, run_id, **kwargs) as response:
         assert response.status_code == 200, response.read()
@@ -80,7 +80,7 @@ def _read_all(host: HostProcess, key: str, run_id: str, **kwargs: Any) -> list[F
         return list(_frames(response))
 
 
-def _read_until(host: HostProcess, key: str, run_id: str, stop: Callable[[Frame], bool], **kwargs: Any) -> list[Frame]:
+def _read_until(host: Host, key: str, run_id: str, stop: Callable[[Frame], bool], **kwargs: Any) -> list[Frame]:
     """Frames up to and including the first one ``stop`` accepts; then drop the connection."""
     seen: list[Frame] = []
     with _stream(host, key, run_id, **kwargs) as response:
@@ -104,23 +104,23 @@ def _check_frames(frames: list[Frame], run_id: str) -> None:
         assert frame.event == doc["type"]
 
 
-def _create(host: HostProcess, key: str, workflow: str, inputs: dict[str, Any] | None = None) -> str:
+def _create(host: Host, key: str, workflow: str, inputs: dict[str, Any] | None = None) -> str:
     response = host.http(key).post("/v1/runs", json={"workflowId": workflow, "inputs": inputs or {}})
     assert response.status_code == 201, response.text
     run_id: str = response.json()["runId"]
     return run_id
 
 
-def _wait_status(host: HostProcess, key: str, run_id: str, status: str) -> None:
+def _wait_status(host: Host, key: str, run_id: str, status: str) -> None:
     wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == status, what=f"{run_id} to be {status}")
 
 
-def _log(host: HostProcess, key: str, run_id: str) -> list[dict[str, Any]]:
+def _log(host: Host, key: str, run_id: str) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = host.http(key).get(f"/v1/runs/{run_id}/events/poll", params={"timeout": 0}).json()["events"]
     return events
 
 
-def _resolve(host: HostProcess, key: str, run_id: str, node: str, value: dict[str, Any]) -> None:
+def _resolve(host: Host, key: str, run_id: str, node: str, value: dict[str, Any]) -> None:
     response = host.http(key).post(f"/v1/runs/{run_id}/interrupts/{node}", json={"resumeValue": value})
     assert response.status_code == 200, response.text
 
@@ -128,7 +128,7 @@ def _resolve(host: HostProcess, key: str, run_id: str, node: str, value: dict[st
 # --- resume -------------------------------------------------------------------------------------
 
 
-def test_resume_with_last_event_id_across_a_dropped_stream(host: HostProcess, key: str) -> None:
+def test_resume_with_last_event_id_across_a_dropped_stream(host: Host, key: str) -> None:
     run_id = _create(host, key, "approval-gated", {"prompt": "draft"})
     # Drop in the middle of the suspension batch: approval.requested follows interrupt.requested.
     first = _read_until(host, key, run_id, lambda f: f.event == "interrupt.requested")
@@ -146,7 +146,7 @@ def test_resume_with_last_event_id_across_a_dropped_stream(host: HostProcess, ke
     assert [f.doc for f in union] == _log(host, key, run_id), "the stream and the log agree event for event"
 
 
-def test_resume_while_the_run_is_still_waiting_tails_live(host: HostProcess, key: str) -> None:
+def test_resume_while_the_run_is_still_waiting_tails_live(host: Host, key: str) -> None:
     run_id = _create(host, key, "approval-gated", {"prompt": "draft"})
     first = _read_until(host, key, run_id, lambda f: f.event == "approval.requested")
     got: list[Frame] = []
@@ -177,7 +177,7 @@ def test_resume_while_the_run_is_still_waiting_tails_live(host: HostProcess, key
     assert "approval.received" in types and "node.failed" in types
 
 
-def test_last_event_id_resumes_on_a_terminal_run_and_past_its_end(host: HostProcess, key: str) -> None:
+def test_last_event_id_resumes_on_a_terminal_run_and_past_its_end(host: Host, key: str) -> None:
     run_id = _create(host, key, "multi-step", {"prompt": "p"})
     _wait_status(host, key, run_id, "completed")
     full = _read_all(host, key, run_id)
@@ -188,7 +188,7 @@ def test_last_event_id_resumes_on_a_terminal_run_and_past_its_end(host: HostProc
 
 
 @pytest.mark.parametrize("value", ["abc", "1.5", "evt_0123", "-7"])
-def test_non_numeric_last_event_id_is_refused(host: HostProcess, key: str, value: str) -> None:
+def test_non_numeric_last_event_id_is_refused(host: Host, key: str, value: str) -> None:
     run_id = _create(host, key, "echo", {"prompt": "p"})
     response = host.http(key).get(f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": value, "Accept": "text/event-stream"})
     assert response.status_code == 400
@@ -202,7 +202,7 @@ def test_non_numeric_last_event_id_is_refused(host: HostProcess, key: str, value
 
 
 @pytest.mark.parametrize("observers", [2, 5])
-def test_concurrent_observers_see_identical_streams(host: HostProcess, key: str, observers: int) -> None:
+def test_concurrent_observers_see_identical_streams(host: Host, key: str, observers: int) -> None:
     run_id = _create(host, key, "approval-gated", {"prompt": "shared"})
     results: list[list[Frame]] = [[] for _ in range(observers)]
     ready = [threading.Event() for _ in range(observers)]
@@ -241,7 +241,7 @@ def test_concurrent_observers_see_identical_streams(host: HostProcess, key: str,
         assert other == reference, "observers saw different event lists"
 
 
-def test_observers_in_different_modes_share_one_log(host: HostProcess, key: str) -> None:
+def test_observers_in_different_modes_share_one_log(host: Host, key: str) -> None:
     run_id = _create(host, key, "multi-step", {"prompt": "p"})
     out: dict[str, list[Frame]] = {}
     errors: list[BaseException] = []
@@ -265,7 +265,7 @@ def test_observers_in_different_modes_share_one_log(host: HostProcess, key: str)
 # --- stream modes --------------------------------------------------------------------------------
 
 
-def test_updates_mode_omits_node_started_and_debug_has_it(host: HostProcess, key: str) -> None:
+def test_updates_mode_omits_node_started_and_debug_has_it(host: Host, key: str) -> None:
     run_id = _create(host, key, "approval-gated", {"prompt": "p"})
     _wait_status(host, key, run_id, "waiting-approval")
     _resolve(host, key, run_id, "gate", {"action": "ask", "question": "why?"})
@@ -288,7 +288,7 @@ def test_updates_mode_omits_node_started_and_debug_has_it(host: HostProcess, key
 
 
 @pytest.mark.parametrize("mode", ["bogus", "updates,bogus", "values", "DEBUG"])
-def test_unknown_stream_mode_is_refused(host: HostProcess, key: str, mode: str) -> None:
+def test_unknown_stream_mode_is_refused(host: Host, key: str, mode: str) -> None:
     run_id = _create(host, key, "echo", {"prompt": "p"})
     response = host.http(key).get(f"/v1/runs/{run_id}/events", params={"streamMode": mode}, headers={"Accept": "text/event-stream"})
     assert response.status_code == 400
@@ -300,14 +300,14 @@ def test_unknown_stream_mode_is_refused(host: HostProcess, key: str, mode: str) 
     assert mode not in supported
 
 
-def test_combined_modes_are_accepted(host: HostProcess, key: str) -> None:
+def test_combined_modes_are_accepted(host: Host, key: str) -> None:
     run_id = _create(host, key, "echo", {"prompt": "p"})
     _wait_status(host, key, run_id, "completed")
     combined = _read_all(host, key, run_id, mode="updates,messages")
     assert [f.event for f in combined] == ["run.started", "node.completed", "run.completed"]
 
 
-def test_stream_of_a_terminal_run_replays_and_closes(host: HostProcess, key: str) -> None:
+def test_stream_of_a_terminal_run_replays_and_closes(host: Host, key: str) -> None:
     run_id = _create(host, key, "echo", {"prompt": "hello"})
     _wait_status(host, key, run_id, "completed")
     frames = _read_all(host, key, run_id)  # would time out if the server kept it open
@@ -317,7 +317,7 @@ def test_stream_of_a_terminal_run_replays_and_closes(host: HostProcess, key: str
     assert frames[-1].doc["payload"]["outputs"] == {"payload": "hello"}
 
 
-def test_stream_of_a_cancelled_run_ends_with_run_cancelled(host: HostProcess, key: str) -> None:
+def test_stream_of_a_cancelled_run_ends_with_run_cancelled(host: Host, key: str) -> None:
     run_id = _create(host, key, "clarification-gated")
     _read_until(host, key, run_id, lambda f: f.event == "clarification.requested")
     response = host.http(key).post(f"/v1/runs/{run_id}/cancel", json={"reason": "stop"})
@@ -328,7 +328,7 @@ def test_stream_of_a_cancelled_run_ends_with_run_cancelled(host: HostProcess, ke
     assert frames[-1].doc["payload"]["reason"] == "stop"
 
 
-def test_stream_of_an_unknown_run_is_a_json_404(host: HostProcess, key: str) -> None:
+def test_stream_of_an_unknown_run_is_a_json_404(host: Host, key: str) -> None:
     response = host.http(key).get("/v1/runs/run_does_not_exist/events", headers={"Accept": "text/event-stream"})
     assert response.status_code == 404
     body = response.json()

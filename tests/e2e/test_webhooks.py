@@ -14,7 +14,9 @@ from openwop_client.errors import WopError
 from openwop_client.types import CreateRunRequest, RegisterWebhookRequest
 from openwop_client.webhook_helpers import read_webhook_headers, verify_webhook_signature
 
-from harness import HostProcess, wait_until
+from backends import Hosts
+from harness import Host, wait_until
+from inproc import InProcessHost
 from receiver import Receiver
 
 
@@ -25,8 +27,8 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
     rx.stop()
 
 
-def test_signed_deliveries_verify_with_the_client_helpers(start_host, receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host("--egress-allow-cidr", "127.0.0.1/32", "--egress-ca-bundle", str(receiver.ca_file))
+def test_signed_deliveries_verify_with_the_client_helpers(start_host: Hosts[InProcessHost], receiver: Receiver) -> None:
+    host: Host = start_host("--egress-allow-cidr", "127.0.0.1/32", "--egress-ca-bundle", str(receiver.ca_file))
     assert host.dev_key
     client = OpenwopClient(host.url, host.dev_key)
     hook = client.webhooks_register(RegisterWebhookRequest(url=receiver.url("/hook"), events=["run.started", "run.completed"]))
@@ -55,7 +57,7 @@ def test_signed_deliveries_verify_with_the_client_helpers(start_host, receiver: 
     assert len(receiver.requests) == 2, "an unsubscribed URL receives nothing more"
 
 
-def test_registration_refusals(host: HostProcess, key: str) -> None:
+def test_registration_refusals(host: Host, key: str) -> None:
     http = host.http(key)
     for body, code in (
         ({"url": "http://127.0.0.1:65535/", "events": ["run.completed"]}, "webhook_url_rejected"),
@@ -68,8 +70,8 @@ def test_registration_refusals(host: HostProcess, key: str) -> None:
     assert http.delete("/v1/webhooks/wh-does-not-exist").json()["error"] == "subscription_not_found"
 
 
-def test_callback_url_is_told_of_each_suspension(start_host, receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
-    host: HostProcess = start_host("--egress-allow-cidr", "127.0.0.1/32", "--egress-ca-bundle", str(receiver.ca_file))
+def test_callback_url_is_told_of_each_suspension(start_host: Hosts[InProcessHost], receiver: Receiver) -> None:
+    host: Host = start_host("--egress-allow-cidr", "127.0.0.1/32", "--egress-ca-bundle", str(receiver.ca_file))
     http = host.http(host.dev_key)
     created = http.post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "p"}, "callbackUrl": receiver.url("/cb")})
     assert created.status_code == 201, created.text
