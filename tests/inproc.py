@@ -1,10 +1,10 @@
 """In-process hosts: the real app, served by uvicorn on a loopback socket, in a thread of the test.
 
-``InProcessHost`` is a ``HostProcess`` without the process: it parses the same ``tether
-serve`` flags with the CLI's own parser into ``Settings``, builds the app with
-``tether.app.build_app`` and serves it as ``tether.app.serve`` does (a pre-bound socket,
-uvloop and httptools, ``lifespan="on"``, no ``Date`` tick, no server header) in a thread
-with its own event loop. Clients talk to it over a real socket, so SSE, streaming and the
+``InProcessHost`` is a ``HostProcess`` without the process: it turns the same ``tether
+serve`` flags into ``Settings`` with the CLI's own parser (``serve_settings``) and runs the
+server ``tether serve`` runs (``tether.app.make_server``: a pre-bound socket, uvloop and
+httptools, ``lifespan="on"``, no ``Date`` tick, no server header) in a thread with its own
+event loop, leaving the test process's collector and logging alone (``long_lived=False``). Clients talk to it over a real socket, so SSE, streaming and the
 official clients behave as against a process; starting one costs tens of milliseconds
 instead of a second. Crashes (SIGKILL), signals and exit codes, idle CPU and a second
 process on one data directory still need ``HostProcess``.
@@ -16,49 +16,29 @@ through a subprocess.
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
-import gc
 import logging
 import socket
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields, replace
 from pathlib import Path
 from types import TracebackType
 
-import uvicorn
 from click.testing import CliRunner
 
 from harness import _DATABASES, Host
-from tether.app import build_app, ensure_dev_key
+from tether.app import Server, make_server
 from tether.cli.main import cli as tether_cli
-from tether.cli.main import serve as serve_command
+from tether.cli.main import serve_settings
 from tether.settings import Settings
-from tether.store import open_store
 
-__all__ = ["InProcessHost", "create_key", "run_cli", "settings_from_flags"]
+__all__ = ["InProcessHost", "create_key", "run_cli"]
 
 _STARTUP_DEADLINE = 30.0
 _STOP_DEADLINE = 15.0
 #: the format ``tether.app.serve`` logs with
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-_SETTINGS_FIELDS = {f.name for f in fields(Settings)}
-
-
-def settings_from_flags(args: list[str]) -> Settings:
-    """``Settings`` exactly as ``tether serve ARGS`` builds them: the CLI's parser, defaults and checks.
-
-    Every option of ``serve`` is a field of ``Settings`` under the same name, so a flag
-    added to one and not the other fails here, loudly, instead of being dropped.
-    """
-    with serve_command.make_context("serve", list(args)) as ctx:
-        params = dict(ctx.params)
-    unknown = set(params) - _SETTINGS_FIELDS
-    assert not unknown, f"serve options with no Settings field of the same name: {sorted(unknown)}"
-    params["egress_allow_cidrs"] = tuple(params["egress_allow_cidrs"])
-    return Settings(**params)
 
 
 class _LiveHosts:
@@ -98,40 +78,6 @@ class _LiveHosts:
 _LIVE = _LiveHosts()
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server as ``tether.app.serve`` runs it: no 10 Hz tick; shutdown ends open streams first.
-
-    It does not touch signals (a thread cannot), so ``request_exit`` is how it is stopped.
-    """
-
-    def __init__(self, config: uvicorn.Config, app: object) -> None:
-        super().__init__(config)
-        self._app = app
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._exit_requested: asyncio.Event | None = None
-        #: set once the server serves, or once its thread has ended without serving
-        self.serving = threading.Event()
-
-    async def main_loop(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._exit_requested = asyncio.Event()
-        self.serving.set()
-        if not await self.on_tick(0):
-            await self._exit_requested.wait()
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        host = getattr(getattr(self._app, "app").state, "host", None)
-        if host is not None:
-            host.logs.stop()
-        await super().shutdown(sockets)
-
-    def request_exit(self) -> None:
-        """From any thread: leave the main loop and shut down gracefully."""
-        self.should_exit = True
-        if self._loop is not None and self._exit_requested is not None:
-            self._loop.call_soon_threadsafe(self._exit_requested.set)
-
-
 class InProcessHost(Host):
     """One host on 127.0.0.1 served from a thread of the test process, with its own data directory.
 
@@ -145,7 +91,7 @@ class InProcessHost(Host):
         super().__init__(data_dir, *args, database_url=database_url)
         self.settings: Settings | None = None
         self.returncode: int | None = None
-        self._server: _Server | None = None
+        self._server: Server | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
         self._log_handler: logging.Handler | None = None
@@ -156,60 +102,37 @@ class InProcessHost(Host):
     def start(self) -> InProcessHost:
         assert self._thread is None, "already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        settings = settings_from_flags(self.serve_args())
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((settings.host, settings.port))
-        sock.listen(2048)
+        server, sock, settings = make_server(serve_settings(self.serve_args()), long_lived=False)
         self._sock = sock
-        self.settings = settings = replace(settings, port=sock.getsockname()[1])
-        app = build_app(settings)
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=5,
-            lifespan="on",
-            date_header=False,
-            server_header=False,
-            proxy_headers=False,
-            log_config=None,  # the test process's logging stays as it is; records go to this host's log
-        )
-        server = _Server(config, app)
+        self.settings = settings
         self._server = server
         self._failure = None
         self.returncode = None
         self._open_log()
         _LIVE.enter()
-        thresholds = gc.get_threshold()
-        found: list[str | None] = []
         name = f"inproc-host-{self.data_dir.name}"
-        self._thread = threading.Thread(target=self._run, args=(server, sock, found), name=name, daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(server, sock), name=name, daemon=True)
         self._thread.start()
         ended = not self._wait_serving(server)
-        # The lifespan tunes the collector for a long-lived process (gc.freeze, a high
-        # threshold); in a test process that would delay finalizers into later tests.
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
         if ended or not server.started:
             self._thread.join(_STOP_DEADLINE)
             self._finish()
             raise AssertionError(f"host did not start ({self._failure!r}):\n{self.log()}")
-        if found and found[0] is not None:
-            self.dev_key = found[0]
+        first_start_key = server.endpoint.app.state.first_start_key
+        if first_start_key is not None:
+            self.dev_key = first_start_key
         self.url = settings.base_url
         return self
 
-    def _wait_serving(self, server: _Server) -> bool:
+    def _wait_serving(self, server: Server) -> bool:
         """Wait until the server serves (True) or its thread ends (False), up to the start-up deadline."""
         assert self._thread is not None
         if not server.serving.wait(_STARTUP_DEADLINE):
             raise AssertionError(f"host did not start within {_STARTUP_DEADLINE} s:\n{self.log()}")
         return self._thread.is_alive() and server.started
 
-    def _run(self, server: _Server, sock: socket.socket, found: list[str | None]) -> None:
+    def _run(self, server: Server, sock: socket.socket) -> None:
         try:
-            found.append(asyncio.run(self._dev_key()))
             server.run(sockets=[sock])
             self.returncode = 0
         except SystemExit as exc:  # uvicorn's start-up failure
@@ -219,21 +142,6 @@ class InProcessHost(Host):
             self.returncode = 1
         finally:
             server.serving.set()
-
-    async def _dev_key(self) -> str | None:
-        """The key the host's first start makes, made by the lifespan's own function just before it runs.
-
-        ``tether serve`` prints it once; made here first, the lifespan finds a key and
-        makes none, and this host knows it without reading anyone's stdout.
-        """
-        assert self.settings is not None
-        store = open_store(data_dir=str(self.settings.data_dir), database_url=self.settings.database_url)
-        await store.open()
-        try:
-            key: str | None = await ensure_dev_key(store)
-            return key
-        finally:
-            await store.close()
 
     def stop(self) -> int:
         """Shut down gracefully (what SIGTERM does to ``tether serve``); returns 0 on a clean stop."""

@@ -17,12 +17,14 @@ import signal
 import secrets
 import socket
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+import uvicorn
 from fastapi import FastAPI
 
 from tether import __version__
@@ -211,14 +213,9 @@ def build_app(settings: Settings) -> RpcEndpoint:
             resumed = await engine.start()
             stack.push_async_callback(engine.stop)
             egress.start()
+            app.state.first_start_key = dev_key
             if dev_key is not None:
                 print(f"tether: first start, created API key 'dev' (shown once):\n{dev_key}", flush=True)
-            # What start-up built lives as long as the process: collections skip it from now on.
-            # A request allocates thousands of short-lived containers; collecting the young
-            # generation every 50,000 instead of every 700 keeps the collector off the hot path
-            # (measured: +20 % blocking sends at c=32, p99 halved) for a few MB of young garbage.
-            gc.set_threshold(50_000, 20, 100)
-            gc.freeze()
             print(f"tether: resumed {resumed} unfinished run(s); serving on {settings.base_url}", flush=True)
             yield
 
@@ -250,60 +247,89 @@ def build_app(settings: Settings) -> RpcEndpoint:
     return RpcEndpoint(app, limit=settings.max_body_bytes)  # in front of it all: A2A calls skip the REST stack
 
 
-def serve(settings: Settings) -> None:
-    """Run the host until SIGTERM or SIGINT (graceful: in-flight state is already on disk)."""
-    import uvicorn
+class Server(uvicorn.Server):
+    """uvicorn's server, silent at rest; asked to exit, it ends open streams and shuts down gracefully.
 
-    class Server(uvicorn.Server):
-        """uvicorn's server, silent at rest; a handled SIGTERM/SIGINT ends open streams and exits with status 0.
+    uvicorn wakes ten times a second to refresh its Date header and look for an exit
+    request; on these machines every wake-up of an idle process costs milliseconds,
+    which alone is over 1 % of a core. This one never wakes on its own: ``DateHeader``
+    stamps responses, and ``request_exit`` (a signal, or another thread) sets an event
+    that ends the main loop. In the main thread it handles SIGTERM and SIGINT itself.
 
-        uvicorn wakes ten times a second to refresh its Date header and look for an exit
-        request; on these machines every wake-up of an idle process costs milliseconds,
-        which alone is over 1 % of a core. This one never wakes on its own: ``DateHeader``
-        stamps responses, and a signal sets an event that ends the main loop.
-        """
+    ``long_lived``: the process is this host's own, so once started the collector is
+    tuned for it (see ``main_loop``); a host embedded in another program leaves it be.
+    """
 
-        _exit_requested: asyncio.Event | None = None
-        _loop: asyncio.AbstractEventLoop | None = None
+    def __init__(self, config: uvicorn.Config, endpoint: RpcEndpoint, *, long_lived: bool = True) -> None:
+        super().__init__(config)
+        self.endpoint = endpoint
+        self.long_lived = long_lived
+        #: set once the server serves, for a caller in another thread
+        self.serving = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._exit_requested: asyncio.Event | None = None
 
-        async def main_loop(self) -> None:
-            self._loop = asyncio.get_running_loop()
-            self._exit_requested = asyncio.Event()
-            if not await self.on_tick(0):
-                await self._exit_requested.wait()
+    async def main_loop(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._exit_requested = asyncio.Event()
+        if self.long_lived:
+            # What start-up built lives as long as the process: collections skip it from now on.
+            # A request allocates thousands of short-lived containers; collecting the young
+            # generation every 50,000 instead of every 700 keeps the collector off the hot path
+            # (measured: +20 % blocking sends at c=32, p99 halved) for a few MB of young garbage.
+            gc.set_threshold(50_000, 20, 100)
+            gc.freeze()
+        self.serving.set()
+        if not await self.on_tick(0):
+            await self._exit_requested.wait()
 
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            # Streams never end on their own; ended now, their responses complete and the
-            # server need not wait out its graceful timeout (clients re-attach with Last-Event-ID).
-            logs = getattr(asgi.app.state, "logs", None)
-            if logs is not None:
-                logs.stop()
-            await super().shutdown(sockets)
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Streams never end on their own; ended now, their responses complete and the
+        # server need not wait out its graceful timeout (clients re-attach with Last-Event-ID).
+        logs: RunLogs | None = getattr(self.endpoint.app.state, "logs", None)
+        if logs is not None:
+            logs.stop()
+        await super().shutdown(sockets)
 
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            super().handle_exit(sig, frame)
-            if self._loop is not None and self._exit_requested is not None:
-                self._loop.call_soon_threadsafe(self._exit_requested.set)
+    def request_exit(self) -> None:
+        """From any thread: leave the main loop and shut down gracefully."""
+        self.should_exit = True
+        if self._loop is not None and self._exit_requested is not None:
+            self._loop.call_soon_threadsafe(self._exit_requested.set)
 
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                yield
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self.request_exit()
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals are the main thread's: an embedding program stops this one with request_exit
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server, socket.socket, Settings]:
+    """The server of a host built from ``settings``, its listening socket, and the settings as bound.
+
+    The socket is bound first (port 0 picks one; connections wait in the backlog while the
+    lifespan starts up), so the settings returned carry the real port, which the app's
+    links and agent card use.
+    """
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
-    sock.listen(2048)  # connections wait in the backlog while the lifespan starts up
+    sock.listen(2048)
     settings = replace(settings, port=sock.getsockname()[1])
-    asgi = build_app(settings)
+    endpoint = build_app(settings)
     config = uvicorn.Config(
-        asgi,
+        endpoint,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=5,
@@ -311,5 +337,14 @@ def serve(settings: Settings) -> None:
         date_header=False,  # DateHeader and the A2A endpoint stamp it, with no 10 Hz tick
         server_header=False,  # no need to tell strangers what serves them
         proxy_headers=False,  # every URL Tether gives out comes from --public-url, never X-Forwarded-*
+        # an embedding program keeps its own logging set-up
+        log_config=uvicorn.config.LOGGING_CONFIG if long_lived else None,
     )
-    Server(config).run(sockets=[sock])
+    return Server(config, endpoint, long_lived=long_lived), sock, settings
+
+
+def serve(settings: Settings) -> None:
+    """Run the host until SIGTERM or SIGINT (graceful: in-flight state is already on disk)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    server, sock, _ = make_server(settings)
+    server.run(sockets=[sock])

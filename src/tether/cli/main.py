@@ -19,6 +19,7 @@ from rich.console import Console
 from tether.cli import _render as render
 from tether.cli._client import DEFAULT_URL, HostClient, HostError, HostUnreachable, segment
 from tether.errors import TetherError
+from tether.settings import Settings
 from tether.store.base import Store
 
 T = TypeVar("T")
@@ -234,54 +235,25 @@ def main() -> None:
     show_default=True,
     help="A2A push body: a TaskStatusUpdateEvent (RFC 0100) or the full Task (A2A v0.3 example).",
 )
-def serve(
-    host: str,
-    port: int,
-    data_dir: Path,
-    database_url: str | None,
-    workflows_dir: Path | None,
-    public_url: str | None,
-    seed_fixtures: Path | None,
-    max_body_bytes: int,
-    default_skill: str,
-    a2a_request_timeout: float,
-    enable_test_seams: bool,
-    lease_seconds: float,
-    fallback_poll_seconds: float,
-    secret_key_file: Path | None,
-    egress_allow_cidrs: tuple[str, ...],
-    egress_ca_bundle: Path | None,
-    push_retry_schedule: str,
-    push_body: str,
-    a2a_anonymous_tenant: str | None,
-) -> None:
+def serve(**params: Any) -> None:
     """Run the host until SIGTERM or Ctrl-C."""
     from tether.app import serve as run_host
-    from tether.settings import Settings
 
-    run_host(
-        Settings(
-            host=host,
-            port=port,
-            data_dir=data_dir,
-            database_url=database_url,
-            workflows_dir=workflows_dir,
-            seed_fixtures=seed_fixtures,
-            public_url=public_url,
-            max_body_bytes=max_body_bytes,
-            default_skill=default_skill,
-            a2a_request_timeout=a2a_request_timeout,
-            enable_test_seams=enable_test_seams,
-            lease_seconds=lease_seconds,
-            fallback_poll_seconds=fallback_poll_seconds,
-            secret_key_file=secret_key_file,
-            egress_allow_cidrs=tuple(egress_allow_cidrs),
-            egress_ca_bundle=egress_ca_bundle,
-            push_retry_schedule=push_retry_schedule,
-            push_body=push_body,
-            a2a_anonymous_tenant=a2a_anonymous_tenant,
-        )
-    )
+    run_host(_serve_settings(params))
+
+
+def _serve_settings(params: dict[str, Any]) -> Settings:
+    """``Settings`` from the parsed ``serve`` options: each option is the field of the same name."""
+    return Settings(**{**params, "egress_allow_cidrs": tuple(params["egress_allow_cidrs"])})
+
+
+def serve_settings(args: list[str]) -> Settings:
+    """The ``Settings`` that ``tether serve ARGS`` would run with: the same parser, defaults and checks.
+
+    For embedding the host (tests serve it in-process) without copying the option list.
+    """
+    with serve.make_context("serve", list(args)) as ctx:
+        return _serve_settings(ctx.params)
 
 
 # --- keys ----------------------------------------------------------------------------------
