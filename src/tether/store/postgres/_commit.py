@@ -11,7 +11,7 @@ import orjson
 from tether.errors import Conflict, StoreUnavailable
 from tether.ids import new_id
 from tether.store.base import Extra, Fanout, IdempotencyClaimed, IdempotencyRecord, PushConfigRow, TaskMessage, TaskRecord
-from tether.store._fanout import targets as fanout_targets
+from tether.store.fanout import targets as fanout_targets
 from tether.store.postgres import _rows
 from tether.store.postgres._driver import Q, asyncpg
 

@@ -29,8 +29,8 @@ import orjson
 from tether.clock import iso, now
 from tether.errors import Conflict, SequenceConflict, StoreUnavailable
 from tether.store._task_cache import TaskCache, TaskEntry
-from tether.store._fanout import push_stream_task
-from tether.store._fanout import targets as fanout_targets
+from tether.store.fanout import push_stream_task
+from tether.store.fanout import targets as fanout_targets
 from tether.store._queries import load_queries
 from tether.store.sqlite import _rows
 from tether.store.base import (
