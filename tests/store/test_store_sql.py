@@ -16,8 +16,8 @@ from tether.store.sqlite import store as sqlite_store
 from tether.store.sqlite.store import MIGRATIONS_DIR as SQLITE_MIGRATIONS
 
 PACKAGE_DIR = Path(postgres_package.__file__).parent
-# Q["name"] in any module, and the store's helpers that take a query name
-_USES = re.compile(r"""(?:Q\[|_fetch\(|_fetchrow\(|_execute\()\s*"(\w+)\"""")
+# Q["name"] in any module, and the store's helpers that take a query name (after a record map)
+_USES = re.compile(r"""(?:Q\[|_fetch\(|_fetchrow\(|_execute\(|(?:_fetch_all|_fetch_one|as_records?)\(\w+,)\s*"(\w+)\"""")
 
 
 def used_query_names() -> set[str]:
