@@ -13,11 +13,23 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import orjson
 
 from tether.errors import Conflict, SequenceConflict, StoreUnavailable
+from tether.store._records import (
+    DELIVERY,
+    EVENT,
+    IDEMPOTENCY,
+    KEY,
+    PUSH_CONFIG,
+    RUN,
+    TASK,
+    WEBHOOK,
+    WORKFLOW,
+    RecordMap,
+)
 from tether.store.base import (
     Commit,
     DeliveryRow,
@@ -32,7 +44,6 @@ from tether.store.base import (
     WebhookRow,
     WorkflowRow,
 )
-from tether.store._records import DELIVERY, EVENT, IDEMPOTENCY, KEY, PUSH_CONFIG, RUN, TASK, WEBHOOK, WORKFLOW, RecordMap
 from tether.store.postgres._commit import claim_idempotency, write_extra
 from tether.store.postgres._driver import Q, as_record, as_records, asyncpg, rows_affected, store_errors
 from tether.store.postgres._listen import Listener, Notifier
@@ -80,7 +91,10 @@ class PostgresStore:
             raise RuntimeError(f"cannot open a store that is {self._state}")
         with store_errors("opening the store"):
             pool = await asyncpg.create_pool(
-                self.dsn, min_size=self._min_size, max_size=self._max_size, server_settings={"application_name": "tether"}
+                self.dsn,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                server_settings={"application_name": "tether"},
             )
             try:
                 async with pool.acquire() as conn:
@@ -107,7 +121,7 @@ class PostgresStore:
             except TimeoutError:
                 pool.terminate()
 
-    async def __aenter__(self) -> PostgresStore:
+    async def __aenter__(self) -> Self:
         await self.open()
         return self
 
@@ -124,9 +138,8 @@ class PostgresStore:
 
     @asynccontextmanager
     async def _transaction(self, action: str) -> AsyncIterator[asyncpg.Connection]:
-        async with self._connection(action) as conn:
-            async with conn.transaction():
-                yield conn
+        async with self._connection(action) as conn, conn.transaction():
+            yield conn
 
     async def _fetch(self, query: str, *args: Any) -> list[Any]:
         async with self._connection("reading") as conn:
@@ -270,7 +283,8 @@ class PostgresStore:
             messages = None
             if history:
                 messages = [orjson.loads(r[0]) for r in await conn.fetch(Q["list_task_messages"], task_id)]
-            return as_records(TASK, "get_task_for_tenant", [task])[0], as_records(RUN, "get_run_for_tenant", [run])[0], messages
+            record = as_records(TASK, "get_task_for_tenant", [task])[0]
+            return record, as_records(RUN, "get_run_for_tenant", [run])[0], messages
 
     # push configs and webhooks -----------------------------------------------------------
 

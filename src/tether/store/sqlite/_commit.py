@@ -22,6 +22,7 @@ from tether.store.base import (
     DeliveryRow,
     Fanout,
     IdempotencyClaimed,
+    IdempotencyRecord,
     LeaseLost,
     PushConfigRow,
     TaskMessage,
@@ -52,7 +53,10 @@ class CommitJob:
         self._commit = commit
         self._webhooks = webhooks
         self._rows = rows = _inserts.Rows()
-        self._claim = None if commit.idempotency is None else _records.IDEMPOTENCY.values(commit.idempotency)
+        #: the idempotency key the commit claims, and its row
+        self._claim: tuple[IdempotencyRecord, list[Any]] | None = None
+        if commit.idempotency is not None:
+            self._claim = (commit.idempotency, _records.IDEMPOTENCY.values(commit.idempotency))
         creates = commit.expected_sequence is None
         #: the compare-and-swap of a run that exists
         self._update: dict[str, Any] | None = None
@@ -92,19 +96,15 @@ class CommitJob:
         """The commit's checks and reads now; its rows, its claim among them, for the batch's inserts."""
         prepared = self._checked(conn)
         if self._claim is not None:
-            prepared.add(_inserts.IDEMPOTENCY, self._claim)
+            prepared.add(_inserts.IDEMPOTENCY, self._claim[1])
         return prepared
 
     def write(self, conn: sqlite3.Connection) -> int:
         """The commit on its own: every refusal said precisely, the claim checked first."""
-        claim = self._commit.idempotency
-        if claim is not None and self._claim is not None:
-            if conn.execute(_inserts.IDEMPOTENCY.sql(1), self._claim).rowcount != 1:
-                sql, params = Q["get_idempotency"], (claim.tenant, claim.scope, claim.key)
-                existing = fetch_one(conn, _records.IDEMPOTENCY, sql, params)
-                if existing is None:  # DO NOTHING only yields to a claim, and claims are never deleted
-                    raise StoreUnavailable(f"idempotency key {claim.scope}:{claim.key} is claimed but unreadable")
-                raise IdempotencyClaimed(existing)
+        if self._claim is not None:
+            claim, row = self._claim
+            if conn.execute(_inserts.IDEMPOTENCY.sql(1), row).rowcount != 1:
+                raise _claimed_before(conn, claim)
         prepared = self._checked(conn)
         try:
             _inserts.insert(conn, [prepared])
@@ -142,6 +142,14 @@ class CommitJob:
                 known = self._new_configs if extra.task_id == run.run_id else None
                 prepared.enqueued += fan_out(conn, extra, run.updated_at, self._webhooks, known, prepared)
         return prepared
+
+
+def _claimed_before(conn: sqlite3.Connection, claim: IdempotencyRecord) -> Exception:
+    """The refusal of a commit whose idempotency key is claimed already, with the record that holds it."""
+    existing = fetch_one(conn, _records.IDEMPOTENCY, Q["get_idempotency"], (claim.tenant, claim.scope, claim.key))
+    if existing is None:  # DO NOTHING only yields to a claim, and claims are never deleted
+        return StoreUnavailable(f"idempotency key {claim.scope}:{claim.key} is claimed but unreadable")
+    return IdempotencyClaimed(existing)
 
 
 def fan_out(

@@ -164,7 +164,7 @@ class Writer:
                 outcomes.append((job.fn(conn), None))
             if grouped:
                 _inserts.insert(conn, grouped)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any refusal: the isolated rerun reports it to its own caller
             self._rollback(conn)
             return None
         conn.execute("COMMIT")
@@ -184,7 +184,7 @@ class Writer:
                 conn.execute("SAVEPOINT job")
             try:
                 outcomes.append((job.fn(conn), None))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a job's refusal is its outcome, raised to its caller
                 if savepoints:
                     conn.execute("ROLLBACK TO job")
                 outcomes.append((None, exc))
