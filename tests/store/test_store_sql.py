@@ -9,15 +9,17 @@ from pathlib import Path
 import asyncpg
 
 import tether.store.postgres as postgres_package
+import tether.store.sqlite as sqlite_package
 from tether.store.postgres import PostgresStore
 from tether.store.postgres._driver import Q
 from tether.store.postgres._migrate import migration_files
-from tether.store.sqlite import store as sqlite_store
-from tether.store.sqlite.store import MIGRATIONS_DIR as SQLITE_MIGRATIONS
+from tether.store.sqlite._driver import Q as SQLITE_Q
+from tether.store.sqlite._migrate import MIGRATIONS_DIR as SQLITE_MIGRATIONS
 
 PACKAGE_DIR = Path(postgres_package.__file__).parent
-# Q["name"] in any module, and the store's helpers that take a query name
-_USES = re.compile(r"""(?:Q\[|_fetch\(|_fetchrow\(|_execute\()\s*"(\w+)\"""")
+SQLITE_PACKAGE_DIR = Path(sqlite_package.__file__).parent
+# Q["name"] in any module, and the store's helpers that take a query name (after a record map)
+_USES = re.compile(r"""(?:Q\[|_fetch\(|_fetchrow\(|_execute\(|(?:_fetch_all|_fetch_one|as_records?)\(\w+,)\s*"(\w+)\"""")
 
 
 def used_query_names() -> set[str]:
@@ -39,10 +41,12 @@ def test_every_query_the_code_names_exists_and_every_query_is_used() -> None:
 
 
 def test_every_sqlite_query_the_store_names_exists_and_every_one_is_used() -> None:
-    used = set(re.findall(r"""Q\["(\w+)"\]""", Path(sqlite_store.__file__).read_text(encoding="utf-8")))
+    used: set[str] = set()
+    for module in SQLITE_PACKAGE_DIR.glob("*.py"):
+        used.update(re.findall(r"""Q\["(\w+)"\]""", module.read_text(encoding="utf-8")))
     assert used, "the pattern found no query names: update it"
-    assert sorted(used - set(sqlite_store.Q)) == []
-    assert sorted(set(sqlite_store.Q) - used) == []
+    assert sorted(used - set(SQLITE_Q)) == []
+    assert sorted(set(SQLITE_Q) - used) == []
 
 
 def test_migrations_keep_the_sqlite_version_numbers() -> None:

@@ -27,7 +27,7 @@ from tether.egress.signing import sign_webhook
 from tether import clock
 from tether.errors import TetherError
 from tether.secrets import SecretBox
-from tether.store._fanout import push_stream_task
+from tether.store.fanout import push_stream_task
 from tether.store.base import DeliveryRow, Store
 
 log = logging.getLogger("tether.outbox")

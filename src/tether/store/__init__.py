@@ -1,8 +1,21 @@
 """Storage: one interface (``Store``), an embedded SQLite implementation, more to come."""
 
-from tether.store.base import Commit, EventRow, IdempotencyRecord, KeyRow, RunRow, Store, TaskMessage, TaskRecord, WorkflowRow
+from tether.store.base import (
+    Commit,
+    EventRow,
+    IdempotencyRecord,
+    KeyRow,
+    RunRow,
+    Store,
+    TaskMessage,
+    TaskRecord,
+    WorkflowRow,
+)
 
-__all__ = ["Commit", "EventRow", "IdempotencyRecord", "KeyRow", "RunRow", "Store", "TaskMessage", "TaskRecord", "WorkflowRow", "open_store"]
+__all__ = [
+    "Commit", "EventRow", "IdempotencyRecord", "KeyRow", "RunRow", "Store", "TaskMessage", "TaskRecord", "WorkflowRow",
+    "open_store",
+]
 
 
 def open_store(*, data_dir: str | None = None, database_url: str | None = None) -> Store:

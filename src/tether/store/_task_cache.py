@@ -11,7 +11,6 @@ never patched from a guess.
 from __future__ import annotations
 
 from collections import OrderedDict
-
 from dataclasses import dataclass
 from typing import Any
 

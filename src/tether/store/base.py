@@ -8,15 +8,14 @@ optimistic: a commit names the sequence it expects the run to be at, and loses w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
 
 from tether.run_state import RunSnapshot
 from tether.types import TERMINAL, RunStatus
-
 
 
 @dataclass(slots=True)
@@ -118,8 +117,9 @@ class Fanout:
 
     ``kind`` "a2a-push" goes to every push config of ``task_id``; "webhook" to every
     webhook of ``tenant`` subscribed to ``event_type`` (and sharing a tag, when the
-    webhook names tags); "callback" to ``url``, the run's own ``callbackUrl``. Because the match is made inside the write, a config set or
-    deleted concurrently is either wholly in or wholly out.
+    webhook names tags); "callback" to ``url``, the run's own ``callbackUrl``. Because
+    the match is made inside the write, a config set or deleted concurrently is either
+    wholly in or wholly out.
     """
 
     kind: str
@@ -300,7 +300,9 @@ class Store(Protocol):
 
     async def delete_webhook(self, tenant: str, webhook_id: str) -> bool: ...
 
-    async def due_deliveries(self, now: str, limit: int, *, owner: str = "local", claim_seconds: float = 60.0) -> list[DeliveryRow]:
+    async def due_deliveries(
+        self, now: str, limit: int, *, owner: str = "local", claim_seconds: float = 60.0
+    ) -> list[DeliveryRow]:
         """Deliveries whose time has come and that head their stream (order per stream).
 
         On a shared store they are also claimed for ``owner`` for ``claim_seconds`` in the
@@ -310,7 +312,9 @@ class Store(Protocol):
 
     async def next_delivery_at(self) -> str | None: ...
 
-    async def record_attempt(self, delivery_id: str, *, status: str, attempts: int, next_attempt_at: str, last_error: str | None, now: str) -> None:
+    async def record_attempt(
+        self, delivery_id: str, *, status: str, attempts: int, next_attempt_at: str, last_error: str | None, now: str
+    ) -> None:
         """Store an attempt's outcome; a final push that is done discards its config's secrets."""
         ...
 

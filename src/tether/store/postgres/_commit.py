@@ -6,14 +6,20 @@ transaction then rolls back whole: a refused commit writes nothing.
 
 from __future__ import annotations
 
-import orjson
-
 from tether.errors import Conflict, StoreUnavailable
 from tether.ids import new_id
-from tether.store.base import Extra, Fanout, IdempotencyClaimed, IdempotencyRecord, PushConfigRow, TaskMessage, TaskRecord
-from tether.store._fanout import targets as fanout_targets
-from tether.store.postgres import _rows
-from tether.store.postgres._driver import Q, asyncpg
+from tether.store._records import IDEMPOTENCY, MESSAGE, PUSH_CONFIG, TASK, WEBHOOK
+from tether.store.base import (
+    Extra,
+    Fanout,
+    IdempotencyClaimed,
+    IdempotencyRecord,
+    PushConfigRow,
+    TaskMessage,
+    TaskRecord,
+)
+from tether.store.fanout import targets as fanout_targets
+from tether.store.postgres._driver import Q, as_record, as_records, asyncpg
 
 
 async def claim_idempotency(conn: asyncpg.Connection, claim: IdempotencyRecord) -> None:
@@ -22,28 +28,27 @@ async def claim_idempotency(conn: asyncpg.Connection, claim: IdempotencyRecord) 
     A concurrent claim of the same key waits on the primary key until the first one
     commits; it then finds the row (read committed sees it) and loses.
     """
-    if await conn.fetchval(Q["claim_idempotency"], *_rows.idempotency_params(claim)) is not None:
+    if await conn.fetchval(Q["claim_idempotency"], *IDEMPOTENCY.values(claim)) is not None:
         return
-    existing = await conn.fetchrow(Q["get_idempotency"], claim.tenant, claim.scope, claim.key)
+    row = await conn.fetchrow(Q["get_idempotency"], claim.tenant, claim.scope, claim.key)
+    existing = as_record(IDEMPOTENCY, "get_idempotency", row)
     if existing is None:  # DO NOTHING only yields to a committed claim, and claims are never deleted
         raise StoreUnavailable(f"idempotency key {claim.scope}:{claim.key} is claimed but unreadable")
-    raise IdempotencyClaimed(_rows.idempotency_row(existing))
+    raise IdempotencyClaimed(existing)
 
 
 async def write_extra(conn: asyncpg.Connection, extra: Extra, now: str) -> int:
     """Write one extra of a commit; returns how many deliveries it enqueued."""
     if isinstance(extra, TaskRecord):
-        await conn.execute(Q["upsert_task"], *_rows.task_params(extra))
+        await conn.execute(Q["upsert_task"], *TASK.values(extra))
     elif isinstance(extra, TaskMessage):
-        seq = await conn.fetchval(
-            Q["insert_task_message"], extra.task_id, extra.message_id, orjson.dumps(extra.message), extra.created_at
-        )
-        if seq is None:
+        if await conn.fetchval(Q["insert_task_message"], *MESSAGE.values(extra)) is None:
             raise Conflict(
-                f"message {extra.message_id!r} is already in the history of task {extra.task_id!r}", code="message_already_recorded"
+                f"message {extra.message_id!r} is already in the history of task {extra.task_id!r}",
+                code="message_already_recorded",
             )
     elif isinstance(extra, PushConfigRow):
-        await conn.execute(Q["upsert_push_config"], *_rows.push_params(extra))
+        await conn.execute(Q["upsert_push_config"], *PUSH_CONFIG.values(extra))
     elif isinstance(extra, Fanout):
         return await fan_out(conn, extra, now)
     else:
@@ -53,8 +58,13 @@ async def write_extra(conn: asyncpg.Connection, extra: Extra, now: str) -> int:
 
 async def fan_out(conn: asyncpg.Connection, fanout: Fanout, now: str) -> int:
     """Insert one outbox row per subscriber that matches (inside the caller's transaction)."""
-    configs = [(r[1], r[3]) for r in await conn.fetch(Q["list_push_configs"], fanout.task_id)] if fanout.kind == "a2a-push" else []
-    hooks = [_rows.webhook_row(r) for r in await conn.fetch(Q["tenant_webhooks"], fanout.tenant)] if fanout.kind == "webhook" else []
+    configs: list[tuple[str, str]] = []
+    if fanout.kind == "a2a-push":
+        rows = await conn.fetch(Q["list_push_configs"], fanout.task_id)
+        configs = [(config.config_id, config.url) for config in as_records(PUSH_CONFIG, "list_push_configs", rows)]
+    hooks = []
+    if fanout.kind == "webhook":
+        hooks = as_records(WEBHOOK, "tenant_webhooks", await conn.fetch(Q["tenant_webhooks"], fanout.tenant))
     found = fanout_targets(fanout, configs, hooks)
     if found:
         await conn.execute(

@@ -13,11 +13,23 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import orjson
 
 from tether.errors import Conflict, SequenceConflict, StoreUnavailable
+from tether.store._records import (
+    DELIVERY,
+    EVENT,
+    IDEMPOTENCY,
+    KEY,
+    PUSH_CONFIG,
+    RUN,
+    TASK,
+    WEBHOOK,
+    WORKFLOW,
+    RecordMap,
+)
 from tether.store.base import (
     Commit,
     DeliveryRow,
@@ -32,15 +44,15 @@ from tether.store.base import (
     WebhookRow,
     WorkflowRow,
 )
-from tether.store.postgres import _rows
 from tether.store.postgres._commit import claim_idempotency, write_extra
-from tether.store.postgres._driver import Q, asyncpg, rows_affected, store_errors
+from tether.store.postgres._driver import Q, as_record, as_records, asyncpg, rows_affected, store_errors
 from tether.store.postgres._listen import Listener, Notifier
 from tether.store.postgres._migrate import apply_migrations
 
 DEFAULT_MIN_SIZE = 2
 DEFAULT_MAX_SIZE = 10
 CLOSE_TIMEOUT = 10.0
+R = TypeVar("R")
 
 
 class PostgresStore:
@@ -79,7 +91,10 @@ class PostgresStore:
             raise RuntimeError(f"cannot open a store that is {self._state}")
         with store_errors("opening the store"):
             pool = await asyncpg.create_pool(
-                self.dsn, min_size=self._min_size, max_size=self._max_size, server_settings={"application_name": "tether"}
+                self.dsn,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                server_settings={"application_name": "tether"},
             )
             try:
                 async with pool.acquire() as conn:
@@ -106,7 +121,7 @@ class PostgresStore:
             except TimeoutError:
                 pool.terminate()
 
-    async def __aenter__(self) -> PostgresStore:
+    async def __aenter__(self) -> Self:
         await self.open()
         return self
 
@@ -123,9 +138,8 @@ class PostgresStore:
 
     @asynccontextmanager
     async def _transaction(self, action: str) -> AsyncIterator[asyncpg.Connection]:
-        async with self._connection(action) as conn:
-            async with conn.transaction():
-                yield conn
+        async with self._connection(action) as conn, conn.transaction():
+            yield conn
 
     async def _fetch(self, query: str, *args: Any) -> list[Any]:
         async with self._connection("reading") as conn:
@@ -140,6 +154,12 @@ class PostgresStore:
         async with self._connection("writing") as conn:
             return rows_affected(await conn.execute(Q[query], *args))
 
+    async def _fetch_all(self, records: RecordMap[R], query: str, *args: Any) -> list[R]:
+        return as_records(records, query, await self._fetch(query, *args))
+
+    async def _fetch_one(self, records: RecordMap[R], query: str, *args: Any) -> R | None:
+        return as_record(records, query, await self._fetchrow(query, *args))
+
     # runs and events -------------------------------------------------------------------
 
     async def commit(self, commit: Commit) -> int:
@@ -148,7 +168,6 @@ class PostgresStore:
         Raises IdempotencyClaimed, LeaseLost or SequenceConflict, and then writes nothing.
         """
         run = commit.run
-        state = orjson.dumps(run.state)
         async with self._transaction("committing a run") as conn:
             if commit.idempotency is not None:
                 await claim_idempotency(conn, commit.idempotency)
@@ -157,16 +176,12 @@ class PostgresStore:
                 if await conn.fetchval(Q["check_fence"], run.run_id, owner, epoch) is None:
                     raise LeaseLost(f"run {run.run_id} is no longer leased to {owner} at epoch {epoch}")
             if commit.expected_sequence is None:
-                created = await conn.fetchval(
-                    Q["insert_run"], run.run_id, run.tenant, run.workflow_id, run.status, run.last_sequence, state,
-                    run.created_at, run.updated_at, run.due_at,
-                )
-                if created is None:
+                if await conn.fetchval(Q["insert_run"], *RUN.values(run)) is None:
                     raise SequenceConflict(run.run_id)
             else:
                 status = await conn.execute(
-                    Q["update_run"], run.run_id, run.status, run.last_sequence, state, run.updated_at, run.due_at,
-                    commit.expected_sequence,
+                    Q["update_run"], run.run_id, run.status, run.last_sequence, orjson.dumps(run.state),
+                    run.updated_at, run.due_at, commit.expected_sequence,
                 )
                 if rows_affected(status) != 1:
                     raise SequenceConflict(run.run_id)
@@ -184,10 +199,8 @@ class PostgresStore:
 
     async def get_run(self, run_id: str, tenant: str | None = None) -> RunRow | None:
         if tenant is None:
-            row = await self._fetchrow("get_run", run_id)
-        else:
-            row = await self._fetchrow("get_run_for_tenant", run_id, tenant)
-        return None if row is None else _rows.run_row(row)
+            return await self._fetch_one(RUN, "get_run", run_id)
+        return await self._fetch_one(RUN, "get_run_for_tenant", run_id, tenant)
 
     async def list_runs(
         self,
@@ -198,35 +211,30 @@ class PostgresStore:
         limit: int = 50,
         before: str | None = None,
     ) -> list[RunRow]:
-        return [_rows.run_row(r) for r in await self._fetch("list_runs", tenant, status, workflow_id, before, limit)]
+        return await self._fetch_all(RUN, "list_runs", tenant, status, workflow_id, before, limit)
 
     async def active_runs(self) -> list[RunRow]:
-        return [_rows.run_row(r) for r in await self._fetch("active_runs")]
+        return await self._fetch_all(RUN, "active_runs")
 
     async def read_events(self, run_id: str, after: int = -1, limit: int = 1000) -> list[EventRow]:
-        return [EventRow(r[0], r[1], bytes(r[2])) for r in await self._fetch("read_events", run_id, after, limit)]
+        return await self._fetch_all(EVENT, "read_events", run_id, after, limit)
 
     async def get_idempotency(self, tenant: str, scope: str, key: str) -> IdempotencyRecord | None:
-        row = await self._fetchrow("get_idempotency", tenant, scope, key)
-        return None if row is None else _rows.idempotency_row(row)
+        return await self._fetch_one(IDEMPOTENCY, "get_idempotency", tenant, scope, key)
 
     # keys --------------------------------------------------------------------------------
 
     async def insert_key(self, key: KeyRow) -> None:
         async with self._connection("inserting a key") as conn:
-            inserted = await conn.fetchval(
-                Q["insert_key"], key.key_id, key.name, key.tenant, _rows.json_text(key.scopes), key.secret_hash,
-                key.created_at, key.revoked_at,
-            )
+            inserted = await conn.fetchval(Q["insert_key"], *KEY.values(key))
         if inserted is None:
             raise Conflict(f"an active key named {key.name!r} already exists", code="key_exists")
 
     async def get_key(self, key_id: str) -> KeyRow | None:
-        row = await self._fetchrow("get_key", key_id)
-        return None if row is None else _rows.key_row(row)
+        return await self._fetch_one(KEY, "get_key", key_id)
 
     async def list_keys(self) -> list[KeyRow]:
-        return [_rows.key_row(r) for r in await self._fetch("list_keys")]
+        return await self._fetch_all(KEY, "list_keys")
 
     async def revoke_key(self, name: str, revoked_at: str) -> bool:
         return await self._execute("revoke_key", revoked_at, name) > 0
@@ -236,18 +244,18 @@ class PostgresStore:
     async def put_workflow(self, row: WorkflowRow) -> bool:
         """Store a definition; returns False when the identical one was already there."""
         canonical = orjson.dumps(row.definition, option=orjson.OPT_SORT_KEYS)
-        stored = orjson.dumps(row.definition)
+        values = WORKFLOW.values(row)
         async with self._transaction("storing a workflow") as conn:
-            if await conn.fetchval(Q["insert_workflow"], row.workflow_id, stored, row.source, row.updated_at) is not None:
+            if await conn.fetchval(Q["insert_workflow"], *values) is not None:
                 return True
             existing = await conn.fetchval(Q["lock_workflow"], row.workflow_id)
             if existing is not None and orjson.dumps(orjson.loads(existing), option=orjson.OPT_SORT_KEYS) == canonical:
                 return False
-            await conn.execute(Q["update_workflow"], row.workflow_id, stored, row.source, row.updated_at)
+            await conn.execute(Q["update_workflow"], *values)
             return True
 
     async def list_workflows(self) -> list[WorkflowRow]:
-        return [WorkflowRow(r[0], orjson.loads(r[1]), r[2], r[3]) for r in await self._fetch("list_workflows")]
+        return await self._fetch_all(WORKFLOW, "list_workflows")
 
     async def claim_setting(self, name: str, value: str) -> str:
         async with self._transaction("writing") as conn:
@@ -258,10 +266,8 @@ class PostgresStore:
 
     async def get_task(self, task_id: str, tenant: str | None = None) -> TaskRecord | None:
         if tenant is None:
-            row = await self._fetchrow("get_task", task_id)
-        else:
-            row = await self._fetchrow("get_task_for_tenant", task_id, tenant)
-        return None if row is None else _rows.task_row(row)
+            return await self._fetch_one(TASK, "get_task", task_id)
+        return await self._fetch_one(TASK, "get_task_for_tenant", task_id, tenant)
 
     async def list_task_messages(self, task_id: str) -> list[dict[str, Any]]:
         return [orjson.loads(r[0]) for r in await self._fetch("list_task_messages", task_id)]
@@ -274,26 +280,28 @@ class PostgresStore:
             run = await conn.fetchrow(Q["get_run_for_tenant"], task_id, tenant) if task is not None else None
             if task is None or run is None:
                 return None
-            messages = [orjson.loads(r[0]) for r in await conn.fetch(Q["list_task_messages"], task_id)] if history else None
-            return _rows.task_row(task), _rows.run_row(run), messages
+            messages = None
+            if history:
+                messages = [orjson.loads(r[0]) for r in await conn.fetch(Q["list_task_messages"], task_id)]
+            record = as_records(TASK, "get_task_for_tenant", [task])[0]
+            return record, as_records(RUN, "get_run_for_tenant", [run])[0], messages
 
     # push configs and webhooks -----------------------------------------------------------
 
     async def put_push_config(self, row: PushConfigRow) -> None:
-        await self._execute("upsert_push_config", *_rows.push_params(row))
+        await self._execute("upsert_push_config", *PUSH_CONFIG.values(row))
 
     async def list_push_configs(self, task_id: str) -> list[PushConfigRow]:
-        return [_rows.push_row(r) for r in await self._fetch("list_push_configs", task_id)]
+        return await self._fetch_all(PUSH_CONFIG, "list_push_configs", task_id)
 
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
         return await self._execute("delete_push_config", task_id, config_id) > 0
 
     async def put_webhook(self, row: WebhookRow) -> None:
-        await self._execute("insert_webhook", *_rows.webhook_params(row))
+        await self._execute("insert_webhook", *WEBHOOK.values(row))
 
     async def get_webhook(self, webhook_id: str) -> WebhookRow | None:
-        row = await self._fetchrow("get_webhook", webhook_id)
-        return None if row is None else _rows.webhook_row(row)
+        return await self._fetch_one(WEBHOOK, "get_webhook", webhook_id)
 
     async def delete_webhook(self, tenant: str, webhook_id: str) -> bool:
         return await self._execute("delete_webhook", tenant, webhook_id) > 0
@@ -304,8 +312,7 @@ class PostgresStore:
         self, now: str, limit: int, *, owner: str = "local", claim_seconds: float = 60.0
     ) -> list[DeliveryRow]:
         """Claim, for ``owner``, due deliveries that head their stream (SKIP LOCKED)."""
-        rows = await self._fetch("due_deliveries", now, limit, owner, float(claim_seconds))
-        return [_rows.delivery_row(r) for r in rows]
+        return await self._fetch_all(DELIVERY, "due_deliveries", now, limit, owner, float(claim_seconds))
 
     async def next_delivery_at(self) -> str | None:
         row = await self._fetchrow("next_delivery_at")
@@ -320,7 +327,7 @@ class PostgresStore:
         await self._execute("record_attempt", status, attempts, next_attempt_at, last_error, now, delivery_id)
 
     async def list_deliveries(self, tenant: str | None, status: str | None, limit: int = 100) -> list[DeliveryRow]:
-        return [_rows.delivery_row(r) for r in await self._fetch("list_deliveries", tenant, status, limit)]
+        return await self._fetch_all(DELIVERY, "list_deliveries", tenant, status, limit)
 
     async def redeliver(self, delivery_id: str, tenant: str | None, now: str) -> bool:
         return await self._execute("redeliver", delivery_id, tenant, now) > 0

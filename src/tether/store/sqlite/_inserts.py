@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from tether.store import _records
 
 #: rows per statement. Each row count is its own prepared statement, kept in the
 #: connection's cache; at c=256, with 500 rows per statement, those took 37 MB more
@@ -20,15 +23,24 @@ from typing import Any
 #: still make a batch of 128 commits' events four statements.
 _MAX_ROWS = 128
 
+Row = Sequence[Any]
+
 
 @dataclass(frozen=True, slots=True)
 class Table:
+    """A table rows are inserted into, with the columns its record map names."""
+
     name: str
     columns: tuple[str, ...]
     #: what follows VALUES, e.g. an ON CONFLICT clause
     tail: str = ""
     #: a row this table skips (ON CONFLICT DO NOTHING) is a refusal of its commit
     every_row: bool = False
+
+    @classmethod
+    def of(cls, records: _records.RecordMap[Any], tail: str = "", *, every_row: bool = False) -> Table:
+        """The table a record map stores its records in, with the map's columns."""
+        return cls(records.table, records.columns, tail, every_row)
 
     def sql(self, rows: int) -> str:
         return _statement(self, rows)
@@ -40,32 +52,14 @@ def _statement(table: Table, rows: int) -> str:
     return f"INSERT INTO {table.name} ({', '.join(table.columns)}) VALUES {', '.join([one] * rows)} {table.tail}"
 
 
-IDEMPOTENCY = Table(
-    "idempotency",
-    ("tenant", "scope", "key", "request_digest", "run_id", "status_code", "body", "created_at"),
-    "ON CONFLICT DO NOTHING",
-    every_row=True,
+IDEMPOTENCY = Table.of(_records.IDEMPOTENCY, "ON CONFLICT DO NOTHING", every_row=True)
+RUNS = Table.of(_records.RUN, "ON CONFLICT (run_id) DO NOTHING", every_row=True)
+EVENTS = Table.of(_records.EVENT)
+TASKS = Table.of(
+    _records.TASK, "ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at"
 )
-RUNS = Table(
-    "runs",
-    ("run_id", "tenant", "workflow_id", "status", "last_sequence", "state", "created_at", "updated_at", "due_at"),
-    "ON CONFLICT (run_id) DO NOTHING",
-    every_row=True,
-)
-EVENTS = Table("run_events", ("run_id", "sequence", "doc"))
-TASKS = Table(
-    "a2a_tasks",
-    ("task_id", "tenant", "principal", "context_id", "record", "updated_at"),
-    "ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at",
-)
-MESSAGES = Table("a2a_messages", ("task_id", "message_id", "message", "created_at"))
-OUTBOX = Table(
-    "outbox",
-    (
-        "delivery_id", "tenant", "kind", "target_id", "stream_key", "run_id", "sequence", "url", "body", "final",
-        "status", "attempts", "next_attempt_at", "last_error", "created_at", "updated_at",
-    ),
-)
+MESSAGES = Table.of(_records.MESSAGE)
+OUTBOX = Table.of(_records.DELIVERY)
 #: the order tables are written in (the schema has no foreign keys; this is the order a
 #: single commit always used)
 ORDER = (IDEMPOTENCY, RUNS, EVENTS, TASKS, MESSAGES, OUTBOX)
@@ -84,11 +78,11 @@ class Rows:
 
     __slots__ = ("by_table", "enqueued")
 
-    def __init__(self, by_table: dict[Table, list[tuple[Any, ...]]] | None = None) -> None:
-        self.by_table: dict[Table, list[tuple[Any, ...]]] = by_table if by_table is not None else {}
+    def __init__(self, by_table: dict[Table, list[Row]] | None = None) -> None:
+        self.by_table: dict[Table, list[Row]] = by_table if by_table is not None else {}
         self.enqueued = 0
 
-    def add(self, table: Table, row: tuple[Any, ...]) -> None:
+    def add(self, table: Table, row: Row) -> None:
         self.by_table.setdefault(table, []).append(row)
 
     def copy(self) -> Rows:

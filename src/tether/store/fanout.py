@@ -2,7 +2,9 @@
 
 Each backend reads the candidates (a task's push configs, a tenant's webhooks) in its
 own transaction and asks ``targets`` which of them get a delivery, and on which stream
-(deliveries of one stream go out in order).
+(deliveries of one stream go out in order). The outbox worker reads a push's task back
+from its stream key (``push_stream_task``), so the key's format is written and read here
+only: that is why this module is public.
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ from typing import NamedTuple
 
 from tether.store.base import Fanout, WebhookRow
 
+__all__ = ["Target", "push_stream_task", "targets"]
+
 
 class Target(NamedTuple):
+    """One delivery a fan-out makes: to whom, on which ordered stream, at which URL."""
+
     target_id: str
     stream_key: str
     url: str
@@ -24,7 +30,9 @@ def push_stream_task(stream_key: str) -> str:
     return stream_key.split(":")[1]
 
 
-def targets(fanout: Fanout, push_configs: Iterable[tuple[str, str]], webhooks: Iterable[WebhookRow]) -> list[Target]:
+def targets(
+    fanout: Fanout, push_configs: Iterable[tuple[str, str]], webhooks: Iterable[WebhookRow]
+) -> list[Target]:
     """The deliveries ``fanout`` makes, given the task's push configs as (config id, url)
     (read for "a2a-push") and the tenant's webhooks (read for "webhook")."""
     if fanout.kind == "a2a-push" and fanout.task_id is not None:
