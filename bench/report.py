@@ -35,9 +35,20 @@ def _rps(result: dict[str, Any], scenario: str, server: str, c: int) -> float | 
     return float(run["rps"])
 
 
-def _target(tid: str, what: str, value: float | None, threshold: float, *, op: str, unit: str, detail: str = "") -> dict[str, Any]:
+def _target(
+    tid: str, what: str, value: float | None, threshold: float, *, op: str, unit: str, detail: str = ""
+) -> dict[str, Any]:
     passed = None if value is None else (value >= threshold if op == ">=" else value < threshold)
-    return {"id": tid, "what": what, "value": value, "op": op, "threshold": threshold, "unit": unit, "pass": passed, "detail": detail}
+    return {
+        "id": tid,
+        "what": what,
+        "value": value,
+        "op": op,
+        "threshold": threshold,
+        "unit": unit,
+        "pass": passed,
+        "detail": detail,
+    }
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -51,14 +62,54 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     send_t, send_m, send_s = (_rps(result, "send", s, 32) for s in (TETHER, SDK_MEMORY, SDK_SQLITE))
     rates = f"Tether {send_t} req/s, SDK in-memory {send_m} req/s, SDK DatabaseTaskStore {send_s} req/s"
-    out.append(_target("send-vs-sdk-memory", "message/send c=32: Tether on SQLite ≥ 3× SDK (InMemoryTaskStore)", _ratio(send_t, send_m), 3, op=">=", unit="×", detail=rates))
-    out.append(_target("send-vs-sdk-sqlite", "message/send c=32: Tether on SQLite ≥ 25× SDK (DatabaseTaskStore, SQLite)", _ratio(send_t, send_s), 25, op=">=", unit="×", detail=rates))
+    out.append(
+        _target(
+            "send-vs-sdk-memory",
+            "message/send c=32: Tether on SQLite ≥ 3× SDK (InMemoryTaskStore)",
+            _ratio(send_t, send_m),
+            3,
+            op=">=",
+            unit="×",
+            detail=rates,
+        )
+    )
+    out.append(
+        _target(
+            "send-vs-sdk-sqlite",
+            "message/send c=32: Tether on SQLite ≥ 25× SDK (DatabaseTaskStore, SQLite)",
+            _ratio(send_t, send_s),
+            25,
+            op=">=",
+            unit="×",
+            detail=rates,
+        )
+    )
     p99 = _get(result, "scenarios", "send", TETHER, "c32", "p99_ms")
     out.append(_target("send-p99", "message/send c=32: Tether on SQLite p99 < 100 ms", p99, 100, op="<", unit="ms"))
     get_t, get_m, get_b = (_rps(result, "get", s, 32) for s in (TETHER, SDK_MEMORY, BARE))
     rates = f"Tether {get_t} req/s, SDK in-memory {get_m} req/s, bare ASGI {get_b} req/s"
-    out.append(_target("get-vs-sdk-memory", "tasks/get c=32: Tether on SQLite ≥ 2× SDK (InMemoryTaskStore)", _ratio(get_t, get_m), 2, op=">=", unit="×", detail=rates))
-    out.append(_target("get-vs-bare", "tasks/get c=32: Tether on SQLite ≥ 50 % of the bare ASGI ceiling", _ratio(get_t, get_b), 0.5, op=">=", unit="×", detail=rates))
+    out.append(
+        _target(
+            "get-vs-sdk-memory",
+            "tasks/get c=32: Tether on SQLite ≥ 2× SDK (InMemoryTaskStore)",
+            _ratio(get_t, get_m),
+            2,
+            op=">=",
+            unit="×",
+            detail=rates,
+        )
+    )
+    out.append(
+        _target(
+            "get-vs-bare",
+            "tasks/get c=32: Tether on SQLite ≥ 50 % of the bare ASGI ceiling",
+            _ratio(get_t, get_b),
+            0.5,
+            op=">=",
+            unit="×",
+            detail=rates,
+        )
+    )
     first = _get(result, "scenarios", "stream", TETHER, "first_event_ms", "p50")
     out.append(_target("stream-first-event", "message/stream: first event p50 < 10 ms", first, 10, op="<", unit="ms"))
     fanouts = _get(result, "scenarios", "resubscribe", TETHER) or {}
@@ -70,24 +121,63 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         every = big.get("every_stream", big["delivered"] == big["streams"] * rounds)
         p99v = big["delivery_ms"].get("p99")
         detail = (
-            f"{big['delivered']:,}/{big['streams'] * rounds:,} deliveries over {rounds} round(s), p99 per round {big.get('round_p99_ms')}"
-            + ("" if every else "; a stream missed the event: FAIL")
+            f"{big['delivered']:,}/{big['streams'] * rounds:,} deliveries over {rounds} round(s), p99 per round "
+            f"{big.get('round_p99_ms')}" + ("" if every else "; a stream missed the event: FAIL")
         )
-        fan = _target("fanout-p99", f"{label} resubscribers: every stream gets the next event, p99 < 250 ms", p99v, 250, op="<", unit="ms", detail=detail)
+        fan = _target(
+            "fanout-p99",
+            f"{label} resubscribers: every stream gets the next event, p99 < 250 ms",
+            p99v,
+            250,
+            op="<",
+            unit="ms",
+            detail=detail,
+        )
         if not every:
             fan["pass"] = False
         out.append(fan)
-        out.append(_target("fanout-rss", f"{label} resubscribers: host RSS < 250 MB", big.get("rss_peak_mb"), 250, op="<", unit="MB"))
+        out.append(
+            _target(
+                "fanout-rss",
+                f"{label} resubscribers: host RSS < 250 MB",
+                big.get("rss_peak_mb"),
+                250,
+                op="<",
+                unit="MB",
+            )
+        )
     else:
-        out.append(_target("fanout-p99", "1,000 resubscribers: every stream gets the next event, p99 < 250 ms", None, 250, op="<", unit="ms"))
+        out.append(
+            _target(
+                "fanout-p99",
+                "1,000 resubscribers: every stream gets the next event, p99 < 250 ms",
+                None,
+                250,
+                op="<",
+                unit="ms",
+            )
+        )
         out.append(_target("fanout-rss", "1,000 resubscribers: host RSS < 250 MB", None, 250, op="<", unit="MB"))
     restarts = _get(result, "scenarios", "restart", TETHER, "runs") or []
     last = restarts[-1] if restarts else None
     n = f"{last['waiting_runs']:,}" if last else "10,000"
-    out.append(_target("restart-serving", f"restart with {n} non-terminal runs: serving in < 3 s", last and last["serving_s"], 3, op="<", unit="s"))
+    out.append(
+        _target(
+            "restart-serving",
+            f"restart with {n} non-terminal runs: serving in < 3 s",
+            last and last["serving_s"],
+            3,
+            op="<",
+            unit="s",
+        )
+    )
     rest = _get(result, "scenarios", "rest", TETHER)
     n = f"{rest['waiting_runs']:,}" if rest and "waiting_runs" in rest else "10,000"
-    out.append(_target("rest-cpu", f"at rest with {n} waiting runs: CPU < 1 %", rest and rest.get("cpu_pct"), 1, op="<", unit="%"))
+    out.append(
+        _target(
+            "rest-cpu", f"at rest with {n} waiting runs: CPU < 1 %", rest and rest.get("cpu_pct"), 1, op="<", unit="%"
+        )
+    )
     return out
 
 
@@ -143,20 +233,32 @@ def markdown(result: dict[str, Any]) -> str:
         f"Machine: {m.get('nproc')} cores ({m.get('cpu_model')}), {m.get('memory_gib')} GiB, Linux {m.get('kernel')}, "
         f"Python {m.get('python')}, {m.get('wrk')}; Tether {m.get('versions', {}).get('tether')} at {m.get('git')}, "
         f"a2a-sdk {m.get('versions', {}).get('a2a-sdk')}, uvicorn {m.get('versions', {}).get('uvicorn')}.",
-        f"Command: `{meta.get('command')}`; took {meta.get('duration_s')} s{'' if meta.get('complete', True) else ' (INCOMPLETE: a scenario failed)'}.",
+        f"Command: `{meta.get('command')}`; took {meta.get('duration_s')} "
+        f"s{'' if meta.get('complete', True) else ' (INCOMPLETE: a scenario failed)'}.",
     ]
     background = meta.get("background_cpu_pct_at_start")
     if background is not None:
         lines.append(
-            f"Other processes used {background} % of a core when the run began; a wrk cell marked \"⚠ others N %\" ran while other "
+            f'Other processes used {background} % of a core when the run began; a wrk cell marked "⚠ others N %" '
+            "ran while other "
             f"processes (for Tether on PostgreSQL: the database server too) took N % of a core."
         )
     if meta.get("profile", {}).get("name") == "quick":
-        lines += ["", "**Quick profile: one-second runs and tiny counts. These numbers prove the harness works; they measure nothing.**"]
+        lines += [
+            "",
+            "**Quick profile: one-second runs and tiny counts. These numbers prove the harness works; they measure "
+            "nothing.**",
+        ]
     servers = _servers(result)
     scen = result.get("scenarios", {})
 
-    lines += ["", "## Servers", "", "| server | status | ready after | RSS at rest | RSS peak under load | CPU at rest |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Servers",
+        "",
+        "| server | status | ready after | RSS at rest | RSS peak under load | CPU at rest |",
+        "|---|---|---|---|---|---|",
+    ]
     for name in servers:
         e = result["servers"][name]
         if e.get("status") != "ok":
@@ -172,7 +274,9 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append("| scenario | " + " | ".join(result["servers"][s]["label"] for s in servers) + " |")
         lines.append("|---" * (len(servers) + 1) + "|")
         rows: list[tuple[str, str, str]] = []
-        for key in sorted(_get(scen, "send", next((s for s in servers if _get(scen, "send", s)), "")) or {}, key=lambda k: int(k[1:])):
+        for key in sorted(
+            _get(scen, "send", next((s for s in servers if _get(scen, "send", s)), "")) or {}, key=lambda k: int(k[1:])
+        ):
             rows.append((f"message/send, blocking echo, c={key[1:]}", "send", key))
         for key in sorted({k for s in servers for k in (_get(scen, "get", s) or {}) if k.startswith("c")}):
             rows.append((f"tasks/get, existing task, c={key[1:]}", "get", key))
@@ -187,15 +291,34 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append("|---" * (len(stream_servers) + 1) + "|")
 
         def row(label: str, cell: Any) -> None:
-            lines.append(f"| {label} | " + " | ".join(_status_cell(result, s) or cell(s) for s in stream_servers) + " |")
+            lines.append(
+                f"| {label} | " + " | ".join(_status_cell(result, s) or cell(s) for s in stream_servers) + " |"
+            )
 
         if "stream" in scen:
             row("message/stream: request → first event", lambda s: _lat_cell(_get(scen, "stream", s, "first_event_ms")))
-            row("message/stream: request → completion (last event)", lambda s: _lat_cell(_get(scen, "stream", s, "complete_ms")))
+            row(
+                "message/stream: request → completion (last event)",
+                lambda s: _lat_cell(_get(scen, "stream", s, "complete_ms")),
+            )
         if "resubscribe" in scen:
             na = "n/a (no task waits in the echo reference)"
-            row("tasks/resubscribe: attach → first event", lambda s: _lat_cell(_get(scen, "resubscribe", s, "attach", "attach_ms")) if _get(scen, "resubscribe", s) else na)
-            sizes = sorted({int(k.split("_")[1]) for s in stream_servers for k in (_get(scen, "resubscribe", s) or {}) if k.startswith("fanout_")})
+            row(
+                "tasks/resubscribe: attach → first event",
+                lambda s: (
+                    _lat_cell(_get(scen, "resubscribe", s, "attach", "attach_ms"))
+                    if _get(scen, "resubscribe", s)
+                    else na
+                ),
+            )
+            sizes = sorted(
+                {
+                    int(k.split("_")[1])
+                    for s in stream_servers
+                    for k in (_get(scen, "resubscribe", s) or {})
+                    if k.startswith("fanout_")
+                }
+            )
             for size in sizes:
 
                 def fan(s: str, size: int = size) -> str:
@@ -203,14 +326,19 @@ def markdown(result: dict[str, Any]) -> str:
                     if not f:
                         return na
                     total = f["streams"] * f.get("rounds", 1)
-                    return f"{_lat_cell(f['delivery_ms'])} · {f['delivered']:,}/{total:,} delivered · RSS peak {_fmt(f.get('rss_peak_mb'))} MB"
+                    delivered = f"{f['delivered']:,}/{total:,} delivered"
+                    return f"{_lat_cell(f['delivery_ms'])} · {delivered} · RSS peak {_fmt(f.get('rss_peak_mb'))} MB"
 
                 row(f"fan-out, {size:,} resubscribers on one task: reply sent → next event, every stream", fan)
 
     restarts = scen.get("restart", {})
     if restarts:
         lines += ["", "## Restart (Tether, store full of runs waiting at approval gates)", ""]
-        lines += ["| server | waiting runs | fill (REST) | start → `serving on` line | start → first answered read | resumed (host's count) | RSS after start |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "| server | waiting runs | fill (REST) | start → `serving on` line | start → first answered read | "
+            "resumed (host's count) | RSS after start |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name, entry in restarts.items():
             if "skipped" in entry:
                 lines.append(f"| {name} | skipped: {entry['skipped']} | | | | | |")
@@ -222,19 +350,36 @@ def markdown(result: dict[str, Any]) -> str:
                 if r.get("not_at_gate"):
                     verified += f" · ⚠ {r['not_at_gate']} run(s) never reached the gate before the stop"
                 lines.append(
-                    f"| {name} | {r['waiting_runs']:,} | {_fmt(r.get('fill_s'))} s | {_fmt(r['announced_s'], 2)} s | **{_fmt(r['serving_s'], 2)} s** | "
-                    f"{_fmt(r.get('resumed'))} at {_fmt(r.get('resumed_s'), 2)} s{verified} | {_fmt(r.get('rss_mb'))} MB |"
+                    f"| {name} | {r['waiting_runs']:,} | {_fmt(r.get('fill_s'))} s | {_fmt(r['announced_s'], 2)} s "
+                    f"| **{_fmt(r['serving_s'], 2)} s** | "
+                    f"{_fmt(r.get('resumed'))} at {_fmt(r.get('resumed_s'), 2)} s{verified} | "
+                    f"{_fmt(r.get('rss_mb'))} MB |"
                 )
     rests = scen.get("rest", {})
     if rests:
-        lines += ["", "## At rest with runs waiting at approval gates", "", "| server | waiting runs | CPU (window) | RSS |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "## At rest with runs waiting at approval gates",
+            "",
+            "| server | waiting runs | CPU (window) | RSS |",
+            "|---|---|---|---|",
+        ]
         for name, entry in rests.items():
             if "skipped" in entry:
                 lines.append(f"| {name} | skipped: {entry['skipped']} | | |")
                 continue
-            lines.append(f"| {name} | {entry['waiting_runs']:,} | **{_fmt(entry['cpu_pct'], 2)} %** ({_fmt(entry['window_s'])} s) | {_fmt(entry['rss_mb'])} MB |")
+            lines.append(
+                f"| {name} | {entry['waiting_runs']:,} | **{_fmt(entry['cpu_pct'], 2)} %** "
+                f"({_fmt(entry['window_s'])} s) | {_fmt(entry['rss_mb'])} MB |"
+            )
 
-    lines += ["", "## Targets (issue 6), each measured in this run", "", "| target | measured | bound | result |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "## Targets (issue 6), each measured in this run",
+        "",
+        "| target | measured | bound | result |",
+        "|---|---|---|---|",
+    ]
     for t in result.get("targets", []):
         verdict = "not measured" if t["pass"] is None else ("**PASS**" if t["pass"] else "**FAIL**")
         value = "–" if t["value"] is None else f"{_fmt(float(t['value']), 2)} {t['unit']}"
@@ -244,7 +389,12 @@ def markdown(result: dict[str, Any]) -> str:
     for key, prof in result.get("profiles", {}).items():
         method = prof.get("method", key.split()[-1])
         what = {"send": "message/send", "get": "tasks/get"}.get(method, method)
-        lines += ["", f"## Profile: py-spy on {prof.get('server') or key.split()[0]} during {what} c=32 (an extra run, not the measured one)", ""]
+        lines += [
+            "",
+            f"## Profile: py-spy on {prof.get('server') or key.split()[0]} during {what} c=32 (an extra run, not "
+            "the measured one)",
+            "",
+        ]
         if "skipped" in prof:
             lines.append(prof["skipped"])
             continue
@@ -252,7 +402,8 @@ def markdown(result: dict[str, Any]) -> str:
         busy = prof.get("main_thread_busy_pct")
         lines += [
             f"{prof['samples']:,} busy samples at {prof.get('rate')} Hz over {prof.get('seconds')} s ({threads}); "
-            f"the event-loop thread was busy {_fmt(busy)} % of the time; {_fmt(prof.get('rps_while_profiled'), 0)} req/s while sampled. "
+            f"the event-loop thread was busy {_fmt(busy)} % of the time; {_fmt(prof.get('rps_while_profiled'), 0)} "
+            "req/s while sampled. "
             f"Raw stacks: `{prof['file']}`.",
             "",
             "| main thread: own time | function | main thread: inclusive, Tether's code | function |",
@@ -261,7 +412,11 @@ def markdown(result: dict[str, Any]) -> str:
         for (own, own_fn), (inc, inc_fn) in zip(prof["top_self"], prof["top_inclusive"], strict=False):
             lines.append(f"| {own:.1f} % | `{own_fn}` | {inc:.1f} % | `{inc_fn}` |")
         if prof.get("top_workers"):
-            lines += ["", "Store threads (share of their busy samples): " + "; ".join(f"`{fn}` {p:.1f} %" for p, fn in prof["top_workers"])]
+            lines += [
+                "",
+                "Store threads (share of their busy samples): "
+                + "; ".join(f"`{fn}` {p:.1f} %" for p, fn in prof["top_workers"]),
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -272,7 +427,9 @@ _THREAD = re.compile(r"^thread \(\d+\): (.*?)(?:_\d+)?$")
 _NATIVE = "Runner.run (asyncio/runners.py)"
 
 
-def top_functions(raw: str, count: int = 10, *, seconds: float | None = None, rate: int | None = None) -> dict[str, Any]:
+def top_functions(
+    raw: str, count: int = 10, *, seconds: float | None = None, rate: int | None = None
+) -> dict[str, Any]:
     """The hottest functions in a py-spy raw (collapsed, ``-t``) profile, per thread.
 
     py-spy drops idle samples, so each count is time a thread was busy. The main thread
@@ -299,7 +456,9 @@ def top_functions(raw: str, count: int = 10, *, seconds: float | None = None, ra
         per_thread[thread] += samples
         leaf = frames[-1]
         if thread == "MainThread":
-            main_own[leaf if leaf != _NATIVE else "(native: uvloop I/O, httptools; under asyncio Runner.run)"] += samples
+            main_own[leaf if leaf != _NATIVE else "(native: uvloop I/O, httptools; under asyncio Runner.run)"] += (
+                samples
+            )
             if _NATIVE in frames:  # the launcher's frames (runpy, click, uvicorn.run) are in every sample
                 frames = frames[frames.index(_NATIVE) + 1 :]
             for frame in set(frames):

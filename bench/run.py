@@ -157,10 +157,17 @@ async def _post_many(url: str, headers: dict[str, str], bodies: list[Any], concu
     return results
 
 
-def create_tasks(server: srv.ServerProcess, count: int, *, skill: str | None = None, concurrency: int = 16) -> list[str]:
+def create_tasks(
+    server: srv.ServerProcess, count: int, *, skill: str | None = None, concurrency: int = 16
+) -> list[str]:
     """``count`` tasks made by blocking ``message/send``; their ids."""
     bodies = [
-        {"jsonrpc": "2.0", "id": i, "method": "message/send", "params": {"message": streams.user_message("hello bench", skill=skill)}}
+        {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "message/send",
+            "params": {"message": streams.user_message("hello bench", skill=skill)},
+        }
         for i in range(count)
     ]
     answers = streams.run(_post_many(server.rpc_url, server.headers(), bodies, concurrency))
@@ -184,12 +191,18 @@ def fill_waiting_runs(server: srv.ServerProcess, count: int, settle_s: float) ->
     with httpx.Client(headers=server.headers(), timeout=30.0) as client:
         deadline = time.monotonic() + settle_s
         while True:
-            stragglers = sum(len(client.get(server.url + "/v1/runs", params={"status": s, "limit": 500}).json()["runs"]) for s in ("pending", "running"))
+            stragglers = sum(
+                len(client.get(server.url + "/v1/runs", params={"status": s, "limit": 500}).json()["runs"])
+                for s in ("pending", "running")
+            )
             if not stragglers or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
     if stragglers:
-        log(f"warning: {server.slot.name}: {stragglers} run(s) still pending or running {settle_s:.0f} s after they were created")
+        log(
+            f"warning: {server.slot.name}: {stragglers} run(s) still pending or running {settle_s:.0f} s after "
+            "they were created"
+        )
     return [a["runId"] for a in answers], stragglers
 
 
@@ -197,7 +210,9 @@ def fill_waiting_runs(server: srv.ServerProcess, count: int, settle_s: float) ->
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, profile: Profile, workdir: Path, results_dir: Path, stamp: str) -> None:
+    def __init__(
+        self, args: argparse.Namespace, profile: Profile, workdir: Path, results_dir: Path, stamp: str
+    ) -> None:
         self.args = args
         self.profile = profile
         self.workdir = workdir
@@ -233,7 +248,9 @@ class Bench:
             start = before[name]
             entry = self.result["servers"][name]
             entry["rss_rest_mb"] = srv.proc_rss_mb(server.pid)
-            entry["cpu_rest_pct"] = round(100 * (end - start) / elapsed, 3) if end is not None and start is not None else None
+            entry["cpu_rest_pct"] = (
+                round(100 * (end - start) / elapsed, 3) if end is not None and start is not None else None
+            )
             entry["rss_load_peak_mb"] = entry["rss_rest_mb"]
 
     def stop_servers(self) -> None:
@@ -252,7 +269,9 @@ class Bench:
         entry = self.result["servers"][name]
         entry["rss_load_peak_mb"] = max(entry.get("rss_load_peak_mb") or 0.0, sampler.peak)
 
-    def wrk(self, name: str, method: str, connections: int, duration: int, ids_file: Path | None = None) -> dict[str, Any]:
+    def wrk(
+        self, name: str, method: str, connections: int, duration: int, ids_file: Path | None = None
+    ) -> dict[str, Any]:
         server = self.running[name]
         waited = srv.quiet(timeout=self.profile.quiet_s) if self.profile.quiet_s else 0.0
         with srv.Background(server.pid) as background:
@@ -283,7 +302,10 @@ class Bench:
                 runs = {}
                 for c in self.profile.send_concurrency:
                     runs[f"c{c}"] = result = self.wrk(name, "send", c, self.profile.measure_s)
-                    log(f"send: {name} c={c}: {result['rps']:.0f} req/s, p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, failed {result['failed']}")
+                    log(
+                        f"send: {name} c={c}: {result['rps']:.0f} req/s, p50 {result['p50_ms']} ms, p99 "
+                        f"{result['p99_ms']} ms, failed {result['failed']}"
+                    )
             out[name] = runs
             if self.args.profile and name.startswith("tether") and 32 in self.profile.send_concurrency:
                 self.result.setdefault("profiles", {})[f"{name} send"] = self.profile_run(name, "send")
@@ -297,7 +319,22 @@ class Bench:
         raw = self.results_dir / f"{self.stamp}-{name}-{method}-c32.pyspy.txt"
         duration = max(3, self.profile.measure_s)
         spy = subprocess.Popen(
-            [pyspy, "record", "-p", str(self.running[name].pid), "-d", str(duration + 1), "-r", "200", "-f", "raw", "-o", str(raw), "--nonblocking", "-t"],
+            [
+                pyspy,
+                "record",
+                "-p",
+                str(self.running[name].pid),
+                "-d",
+                str(duration + 1),
+                "-r",
+                "200",
+                "-f",
+                "raw",
+                "-o",
+                str(raw),
+                "--nonblocking",
+                "-t",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -309,7 +346,15 @@ class Bench:
             return {"skipped": f"py-spy failed: {err.strip()[-300:]}"}
         log(f"profile: {raw}")
         summary = report.top_functions(raw.read_text(), seconds=under["duration_s"], rate=200)
-        return {"server": name, "method": method, "file": str(raw), "rate": 200, "seconds": under["duration_s"], "rps_while_profiled": under["rps"], **summary}
+        return {
+            "server": name,
+            "method": method,
+            "file": str(raw),
+            "rate": 200,
+            "seconds": under["duration_s"],
+            "rps_while_profiled": under["rps"],
+            **summary,
+        }
 
     # tasks/get ---------------------------------------------------------------------------
 
@@ -325,7 +370,10 @@ class Bench:
                 if self.profile.warmup_s:
                     self.wrk(name, "get", c, self.profile.warmup_s, ids_file)
                 result = self.wrk(name, "get", c, self.profile.measure_s, ids_file)
-            log(f"get: {name} c={c}: {result['rps']:.0f} req/s, p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, failed {result['failed']}")
+            log(
+                f"get: {name} c={c}: {result['rps']:.0f} req/s, p50 {result['p50_ms']} ms, p99 {result['p99_ms']} "
+                f"ms, failed {result['failed']}"
+            )
             if self.args.profile and name.startswith("tether"):
                 self.result.setdefault("profiles", {})[f"{name} get"] = self.profile_run(name, "get", ids_file)
             out[name] = {f"c{c}": result, "tasks": len(ids)}
@@ -339,8 +387,13 @@ class Bench:
             if name == "bare":
                 continue
             target = streams.Target(server.rpc_url, server.headers())
-            out[name] = result = streams.run(streams.stream_latency(target, self.profile.stream_count, self.profile.stream_warmup))
-            log(f"stream: {name}: first event p50 {result['first_event_ms'].get('p50')} ms, complete p50 {result['complete_ms'].get('p50')} ms")
+            out[name] = result = streams.run(
+                streams.stream_latency(target, self.profile.stream_count, self.profile.stream_warmup)
+            )
+            log(
+                f"stream: {name}: first event p50 {result['first_event_ms'].get('p50')} ms, complete p50 "
+                f"{result['complete_ms'].get('p50')} ms"
+            )
         self.result["scenarios"]["stream"] = out
 
     # tasks/resubscribe -------------------------------------------------------------------
@@ -353,12 +406,17 @@ class Bench:
             target = streams.Target(server.rpc_url, server.headers())
             entry: dict[str, Any] = {}
             (waiting,) = create_tasks(server, 1, skill=GATED)
-            entry["attach"] = streams.run(streams.attach_latency(target, waiting, self.profile.attach_count, max(2, self.profile.attach_count // 10)))
+            entry["attach"] = streams.run(
+                streams.attach_latency(
+                    target, waiting, self.profile.attach_count, max(2, self.profile.attach_count // 10)
+                )
+            )
             log(f"resubscribe: {name}: attach p50 {entry['attach']['attach_ms'].get('p50')} ms")
             for count in self.profile.fanout:
                 entry[f"fanout_{count}"] = result = self.fanout_rounds(server, target, count)
                 log(
-                    f"resubscribe: {name}: fan-out {count} x {result['rounds']}: delivered {result['delivered']}/{result['streams'] * result['rounds']}, "
+                    f"resubscribe: {name}: fan-out {count} x {result['rounds']}: delivered "
+                    f"{result['delivered']}/{result['streams'] * result['rounds']}, "
                     f"p50 {result['delivery_ms'].get('p50')} ms, p99 {result['delivery_ms'].get('p99')} ms "
                     f"(rounds {result['round_p99_ms']}), RSS peak {result['rss_peak_mb']} MB"
                 )
@@ -377,7 +435,16 @@ class Bench:
             (task_id,) = create_tasks(server, 1, skill=GATED)
             reply = {"message": streams.user_message("", task_id=task_id, data={"action": "accept"})}
             with srv.RssSampler(server.pid, 0.02) as sampler:
-                result = streams.run(streams.fanout(target, task_id, count, reply, on_attached=lambda: attached.append(srv.proc_rss_mb(server.pid)), host_cpu=lambda: srv.proc_cpu_seconds(server.pid)))
+                result = streams.run(
+                    streams.fanout(
+                        target,
+                        task_id,
+                        count,
+                        reply,
+                        on_attached=lambda: attached.append(srv.proc_rss_mb(server.pid)),
+                        host_cpu=lambda: srv.proc_cpu_seconds(server.pid),
+                    )
+                )
             peak = max(peak, sampler.peak)
             pooled += result.pop("latencies_s")
             rounds.append(result)
@@ -435,12 +502,23 @@ class Bench:
                     measured["fill_s"] = round(fill_s, 2)
                     measured["not_at_gate"] = stragglers  # runs that never reached their gate before the stop
                     results.append(measured)
-                    log(f"restart: {name}: {size} waiting runs: serving after {measured['serving_s']} s (announced {measured['announced_s']} s, resumed {measured['resumed']})")
+                    log(
+                        f"restart: {name}: {size} waiting runs: serving after {measured['serving_s']} s (announced "
+                        f"{measured['announced_s']} s, resumed {measured['resumed']})"
+                    )
                 if rest:
                     time.sleep(self.profile.rest_settle_s)
                     cpu = srv.cpu_percent(server.pid, self.profile.rest_window_s)
-                    rest_out[name] = {"waiting_runs": len(runs), "window_s": self.profile.rest_window_s, "cpu_pct": cpu, "rss_mb": srv.proc_rss_mb(server.pid)}
-                    log(f"rest: {name}: {len(runs)} waiting runs: CPU {cpu} % over {self.profile.rest_window_s} s, RSS {rest_out[name]['rss_mb']} MB")
+                    rest_out[name] = {
+                        "waiting_runs": len(runs),
+                        "window_s": self.profile.rest_window_s,
+                        "cpu_pct": cpu,
+                        "rss_mb": srv.proc_rss_mb(server.pid),
+                    }
+                    log(
+                        f"rest: {name}: {len(runs)} waiting runs: CPU {cpu} % over {self.profile.rest_window_s} s, "
+                        f"RSS {rest_out[name]['rss_mb']} MB"
+                    )
                 if restart and results:
                     results[-1]["resume_verified"] = self.verify_resume(server, [runs[0], runs[-1]])
             finally:
@@ -474,7 +552,9 @@ class Bench:
         """Accept the oldest and newest waiting runs after the restart; both must complete."""
         with httpx.Client(headers=server.headers(), timeout=30.0) as client:
             for run_id in run_ids:
-                answer = client.post(f"{server.url}/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "accept"}})
+                answer = client.post(
+                    f"{server.url}/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "accept"}}
+                )
                 if answer.status_code >= 300:
                     log(f"warning: accepting {run_id} after the restart: HTTP {answer.status_code} {answer.text[:200]}")
                     return False
@@ -491,22 +571,37 @@ class Bench:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny durations and counts (the CI smoke); numbers are not meaningful")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny durations and counts (the CI smoke); numbers are not meaningful"
+    )
     parser.add_argument("--only", help=f"comma-separated scenarios, from: {', '.join(SCENARIOS)} (default: all)")
     parser.add_argument("--servers", help=f"comma-separated servers, from: {', '.join(DEFAULT_SERVERS)} (default: all)")
-    parser.add_argument("--out", type=Path, help="the JSON report (default bench/results/<timestamp>.json; the .md goes beside it)")
+    parser.add_argument(
+        "--out", type=Path, help="the JSON report (default bench/results/<timestamp>.json; the .md goes beside it)"
+    )
     parser.add_argument(
         "--pg-url",
-        help=f"PostgreSQL server for the tether-postgres slot, an admin DSN: each Tether gets a fresh database there, dropped afterwards "
+        help="PostgreSQL server for the tether-postgres slot, an admin DSN: each Tether gets a fresh database "
+        "there, dropped afterwards "
         f"(default: TETHER_BENCH_PG_URL, else TETHER_TEST_POSTGRES_URL, else {srv.DEFAULT_PG_URL})",
     )
-    parser.add_argument("--profile", action="store_true", help="run py-spy on Tether during an extra message/send and tasks/get run (c=32) and report the hottest functions")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run py-spy on Tether during an extra message/send and tasks/get run (c=32) and report the hottest "
+        "functions",
+    )
     parser.add_argument(
         "--tether-src",
         type=Path,
-        help="run Tether from this source directory (the src/ of another checkout, e.g. `git worktree add`) instead of the installed package",
+        help="run Tether from this source directory (the src/ of another checkout, e.g. `git worktree add`) "
+        "instead of the installed package",
     )
-    parser.add_argument("--workdir", type=Path, help="where stores and logs go (default: a fresh temporary directory, removed after a clean run)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="where stores and logs go (default: a fresh temporary directory, removed after a clean run)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (stores, server logs)")
     args = parser.parse_args(argv)
     args.scenario_list = [s for s in (args.only or ",".join(SCENARIOS)).split(",") if s]
@@ -572,7 +667,10 @@ def main(argv: list[str] | None = None) -> int:
     quiet = _background_load()
     bench.result["meta"]["background_cpu_pct_at_start"] = quiet
     if quiet > 10:
-        log(f"warning: other processes are using {quiet} % of a core: numbers will be lower and noisier than on a quiet machine")
+        log(
+            f"warning: other processes are using {quiet} % of a core: numbers will be lower and noisier than on a "
+            "quiet machine"
+        )
     ok = False
     try:
         live_scenarios = [s for s in args.scenario_list if s in ("send", "get", "stream", "resubscribe")]

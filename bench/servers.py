@@ -259,7 +259,10 @@ class ServerProcess:
             except queue.Empty:
                 continue
             if line is None:
-                raise RuntimeError(f"{self.slot.name}: exited with {self.proc.wait() if self.proc else '?'} before serving; see {self.log_path}")
+                raise RuntimeError(
+                    f"{self.slot.name}: exited with {self.proc.wait() if self.proc else '?'} before serving; see "
+                    f"{self.log_path}"
+                )
             if line.startswith("tk_") and self.key is None:
                 self.key = line.strip()
             match = _SERVING.search(line)
@@ -285,7 +288,9 @@ class ServerProcess:
                 except httpx.TransportError:
                     pass
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"{self.slot.name}: not answering {method} {path} after {timeout}s; see {self.log_path}")
+                    raise RuntimeError(
+                        f"{self.slot.name}: not answering {method} {path} after {timeout}s; see {self.log_path}"
+                    )
                 if self.proc is not None and self.proc.poll() is not None:
                     raise RuntimeError(f"{self.slot.name}: exited with {self.proc.returncode}; see {self.log_path}")
                 time.sleep(0.005)
@@ -330,7 +335,8 @@ def sdk_available(store: str) -> str | None:
         probe += "; import sqlalchemy.ext.asyncio, aiosqlite"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
-        return "a2a-sdk[http-server,sqlite]==0.3.26 is not installed here: pip install 'a2a-sdk[http-server,sqlite]==0.3.26'"
+        package = "a2a-sdk[http-server,sqlite]==0.3.26"
+        return f"{package} is not installed here: pip install '{package}'"
     return None
 
 
@@ -345,7 +351,12 @@ def _postgres_reachable(url: str) -> bool:
 
 def pg_admin_url(explicit: str | None = None) -> str:
     """The PostgreSQL server to make throwaway databases on (an admin DSN)."""
-    return explicit or os.environ.get("TETHER_BENCH_PG_URL") or os.environ.get("TETHER_TEST_POSTGRES_URL") or DEFAULT_PG_URL
+    return (
+        explicit
+        or os.environ.get("TETHER_BENCH_PG_URL")
+        or os.environ.get("TETHER_TEST_POSTGRES_URL")
+        or DEFAULT_PG_URL
+    )
 
 
 def _pg_admin(url: str, *statements: str) -> None:
@@ -357,7 +368,9 @@ def _pg_admin(url: str, *statements: str) -> None:
         if psql is None:
             raise RuntimeError("neither asyncpg nor psql is installed to create a database") from None
         for statement in statements:
-            subprocess.run([psql, url, "-v", "ON_ERROR_STOP=1", "-qc", statement], check=True, capture_output=True, timeout=60)
+            subprocess.run(
+                [psql, url, "-v", "ON_ERROR_STOP=1", "-qc", statement], check=True, capture_output=True, timeout=60
+            )
         return
 
     async def run() -> None:
@@ -444,5 +457,7 @@ class Launcher:
                 cmd += ["--db", str(self.workdir / name / "tasks.db")]
             return ServerProcess(SERVERS[name], cmd, self.logs / f"{name}.log").start()
         if name == "bare":
-            return ServerProcess(SERVERS[name], [sys.executable, str(APPS / "bare_server.py")], self.logs / "bare.log").start()
+            return ServerProcess(
+                SERVERS[name], [sys.executable, str(APPS / "bare_server.py")], self.logs / "bare.log"
+            ).start()
         raise KeyError(name)

@@ -52,7 +52,13 @@ def summary_ms(seconds: list[float]) -> dict[str, Any]:
     ms = [s * 1000 for s in seconds]
     if not ms:
         return {"n": 0}
-    return {"n": len(ms), "p50": round(percentile(ms, 50), 3), "p99": round(percentile(ms, 99), 3), "max": round(max(ms), 3), "min": round(min(ms), 3)}
+    return {
+        "n": len(ms),
+        "p50": round(percentile(ms, 50), 3),
+        "p99": round(percentile(ms, 99), 3),
+        "max": round(max(ms), 3),
+        "min": round(min(ms), 3),
+    }
 
 
 class Target:
@@ -66,8 +72,15 @@ class Target:
         self.headers = headers
 
     def request(self, method: str, params: dict[str, Any], *, sse: bool) -> bytes:
-        body = json.dumps({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}, separators=(",", ":")).encode()
-        lines = [f"POST {self.path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Content-Type: application/json", f"Content-Length: {len(body)}"]
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}, separators=(",", ":")
+        ).encode()
+        lines = [
+            f"POST {self.path} HTTP/1.1",
+            f"Host: {self.host}:{self.port}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+        ]
         if sse:
             lines.append("Accept: text/event-stream")
         lines += [f"{k}: {v}" for k, v in self.headers.items()]
@@ -223,8 +236,12 @@ async def _open(target: Target, protocol: Callable[[], _Http]) -> Any:
     return proto
 
 
-def user_message(text: str, *, task_id: str | None = None, data: dict[str, Any] | None = None, skill: str | None = None) -> dict[str, Any]:
-    parts: list[dict[str, Any]] = [{"kind": "data", "data": data}] if data is not None else [{"kind": "text", "text": text}]
+def user_message(
+    text: str, *, task_id: str | None = None, data: dict[str, Any] | None = None, skill: str | None = None
+) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = (
+        [{"kind": "data", "data": data}] if data is not None else [{"kind": "text", "text": text}]
+    )
     message: dict[str, Any] = {"kind": "message", "role": "user", "messageId": f"bench-{uuid.uuid4()}", "parts": parts}
     if task_id is not None:
         message["taskId"] = task_id
@@ -257,12 +274,17 @@ async def stream_latency(target: Target, count: int, warmup: int) -> dict[str, A
     for i in range(warmup + count):
         request = target.request("message/stream", {"message": user_message("hello bench")}, sse=True)
         t0 = time.perf_counter()
-        stream: SseStream = await _open(target, lambda: SseStream(request))
+        stream: SseStream = await _open(target, lambda request=request: SseStream(request))
         try:
             await asyncio.wait_for(stream.ended, 30)
         except TimeoutError:
             stream.close()
-        ok = stream.status == 200 and bool(stream.events) and b'"error":' not in stream.events[-1][1] and b"completed" in stream.events[-1][1]
+        ok = (
+            stream.status == 200
+            and bool(stream.events)
+            and b'"error":' not in stream.events[-1][1]
+            and b"completed" in stream.events[-1][1]
+        )
         if i < warmup:
             continue
         if not ok:
@@ -271,7 +293,13 @@ async def stream_latency(target: Target, count: int, warmup: int) -> dict[str, A
         first.append(stream.events[0][0] - t0)
         complete.append(stream.events[-1][0] - t0)
         events_per_stream = len(stream.events)
-    return {"streams": count, "failed": failures, "events_per_stream": events_per_stream, "first_event_ms": summary_ms(first), "complete_ms": summary_ms(complete)}
+    return {
+        "streams": count,
+        "failed": failures,
+        "events_per_stream": events_per_stream,
+        "first_event_ms": summary_ms(first),
+        "complete_ms": summary_ms(complete),
+    }
 
 
 # --- tasks/resubscribe ----------------------------------------------------------------------
@@ -284,7 +312,7 @@ async def attach_latency(target: Target, task_id: str, count: int, warmup: int) 
     for i in range(warmup + count):
         request = target.request("tasks/resubscribe", {"id": task_id}, sse=True)
         t0 = time.perf_counter()
-        stream: SseStream = await _open(target, lambda: SseStream(request))
+        stream: SseStream = await _open(target, lambda request=request: SseStream(request))
         got = await stream.wait_events(1, 10)
         stream.close()
         if i < warmup:
@@ -316,7 +344,9 @@ async def fanout(
     request = target.request("tasks/resubscribe", {"id": task_id}, sse=True)
     opened: list[SseStream] = []
     for start in range(0, streams, batch):
-        opened += await asyncio.gather(*(_open(target, lambda: SseStream(request)) for _ in range(start, min(streams, start + batch))))
+        opened += await asyncio.gather(
+            *(_open(target, lambda: SseStream(request)) for _ in range(start, min(streams, start + batch)))
+        )
     attached = await asyncio.gather(*(s.wait_events(1, timeout) for s in opened))
     if not all(attached):
         for s in opened:
@@ -349,5 +379,7 @@ async def fanout(
         # how busy each side was from t0 to the last delivery (100 % = one core)
         "window_ms": round(window * 1000, 1),
         "client_cpu_pct": round(100 * client_cpu / window, 1) if window > 0 else None,
-        "host_cpu_pct": round(100 * (host1 - host0) / window, 1) if host0 is not None and host1 is not None and window > 0 else None,
+        "host_cpu_pct": round(100 * (host1 - host0) / window, 1)
+        if host0 is not None and host1 is not None and window > 0
+        else None,
     }

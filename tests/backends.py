@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 import pytest
-
 from harness import Host, HostProcess
 from inproc import InProcessHost
 from pg import fresh_database, migrated_database

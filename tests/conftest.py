@@ -19,6 +19,9 @@ _TESTS_DIR = str(Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 
+#: the host fixtures every end-to-end suite uses (``start_host``, ``backend``, ``shared_database`` …)
+pytest_plugins = ["backends"]
+
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Stop once, before any test runs, when collected tests need the official schemas and none can be had.

@@ -24,7 +24,9 @@ _SERVING = re.compile(r"serving on (\S+)")
 _STARTUP_DEADLINE = 30.0
 
 
-def wait_until(probe: Callable[[], T | None], *, timeout: float = 15.0, interval: float = 0.02, what: str = "condition") -> T:
+def wait_until(
+    probe: Callable[[], T | None], *, timeout: float = 15.0, interval: float = 0.02, what: str = "condition"
+) -> T:
     """The first truthy value of ``probe()``, or AssertionError once ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -46,7 +48,9 @@ def cli(*args: str, data_dir: Path, check: bool = True) -> subprocess.CompletedP
     env = {**os.environ, "TETHER_DATA_DIR": str(data_dir)}
     if data_dir in _DATABASES:
         env["TETHER_DATABASE_URL"] = _DATABASES[data_dir]
-    result = subprocess.run([sys.executable, "-m", "tether", *args], capture_output=True, text=True, env=env, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "tether", *args], capture_output=True, text=True, env=env, timeout=60
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"tether {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result
@@ -112,7 +116,9 @@ class Host:
         files = b"".join(p.read_bytes() for p in self.data_dir.iterdir() if p.is_file())
         if self.database_url is None:
             return files
-        dump = subprocess.run(["pg_dump", "--data-only", self.database_url], capture_output=True, timeout=60, check=True)
+        dump = subprocess.run(
+            ["pg_dump", "--data-only", self.database_url], capture_output=True, timeout=60, check=True
+        )
         return files + dump.stdout
 
 
@@ -129,7 +135,9 @@ class HostProcess(Host):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "a")
         cmd = [sys.executable, "-m", "tether", "serve", *self.serve_args()]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1, start_new_session=True
+        )
         log.close()
         assert self.proc.stdout is not None
         deadline = time.monotonic() + _STARTUP_DEADLINE
@@ -170,7 +178,7 @@ class HostProcess(Host):
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.kill()
-                raise AssertionError("host ignored SIGTERM for 15 s")
+                raise AssertionError("host ignored SIGTERM for 15 s") from None
         self._close_pipe()
         return self.proc.returncode
 

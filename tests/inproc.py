@@ -4,10 +4,11 @@
 serve`` flags into ``Settings`` with the CLI's own parser (``serve_settings``) and runs the
 server ``tether serve`` runs (``tether.app.make_server``: a pre-bound socket, uvloop and
 httptools, ``lifespan="on"``, no ``Date`` tick, no server header) in a thread with its own
-event loop, leaving the test process's collector and logging alone (``long_lived=False``). Clients talk to it over a real socket, so SSE, streaming and the
-official clients behave as against a process; starting one costs tens of milliseconds
-instead of a second. Crashes (SIGKILL), signals and exit codes, idle CPU and a second
-process on one data directory still need ``HostProcess``.
+event loop, leaving the test process's collector and logging alone (``long_lived=False``).
+Clients talk to it over a real socket, so SSE, streaming and the official clients behave
+as against a process; starting one costs tens of milliseconds instead of a second.
+Crashes (SIGKILL), signals and exit codes, idle CPU and a second process on one data
+directory still need ``HostProcess``.
 
 ``run_cli`` runs a ``tether`` command with click's ``CliRunner`` (no interpreter start),
 and ``create_key`` makes a key through it, exactly as ``harness.create_key`` does
@@ -26,8 +27,8 @@ from pathlib import Path
 from types import TracebackType
 
 from click.testing import CliRunner
-
 from harness import _DATABASES, Host
+
 from tether.app import Server, make_server
 from tether.cli.main import cli as tether_cli
 from tether.cli.main import serve_settings

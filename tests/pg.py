@@ -85,7 +85,8 @@ def fresh_database() -> Iterator[str]:
         _run(
             lambda: _admin(
                 url,
-                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()",
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> "
+                "pg_backend_pid()",
                 f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
             )
         )

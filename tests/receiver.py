@@ -79,7 +79,9 @@ class Receiver:
         server.socket = self._context.wrap_socket(server.socket, server_side=True)
         self._server = server
         # shutdown() waits for the serving loop to look at its flag: every 20 ms, not the default 500
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="test-receiver", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="test-receiver", daemon=True
+        )
         self._thread.start()
         return self
 

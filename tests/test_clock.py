@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -30,6 +30,6 @@ def test_now_iso_is_iso_of_now_to_the_millisecond() -> None:
     ],
 )
 def test_now_iso_across_a_second_and_a_day(monkeypatch: pytest.MonkeyPatch, epoch: float, expected: str) -> None:
-    assert clock.iso(datetime.fromtimestamp(epoch, timezone.utc)) == expected  # the slow way, the oracle
+    assert clock.iso(datetime.fromtimestamp(epoch, UTC)) == expected  # the slow way, the oracle
     monkeypatch.setattr(time, "time", lambda: epoch)
     assert clock.now_iso() == expected

@@ -43,7 +43,13 @@ def make_app(url: str) -> Callable[[dict[str, Any], Receive, Send], Awaitable[No
             message = await receive()
             more = message.get("more_body", False)
         body = RESULT if scope["method"] == "POST" else CARD
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     return app

@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
             await initialize()  # DatabaseTaskStore creates its table here
         print(f"sdk: store={args.store}; serving on {url}", flush=True)
         yield
+
     handler = DefaultRequestHandler(agent_executor=EchoExecutor(), task_store=store)
     app = A2AStarletteApplication(agent_card=agent_card(url + "/"), http_handler=handler).build(lifespan=lifespan)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2)

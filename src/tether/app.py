@@ -13,8 +13,8 @@ import gc
 import hashlib
 import logging
 import os
-import signal
 import secrets
+import signal
 import socket
 import sys
 import threading
@@ -30,27 +30,27 @@ from fastapi import FastAPI
 from tether import __version__
 from tether.a2a import routes as a2a_routes
 from tether.a2a import seams as a2a_seams
+from tether.a2a.capabilities import a2a_capabilities
 from tether.a2a.endpoint import RpcEndpoint
 from tether.a2a.push import push_projector
+from tether.a2a.surface import A2ASurface
 from tether.a2a.tasks import project_task_record
 from tether.auth.keys import KeyVerifier, create_key
+from tether.egress.service import build_egress
 from tether.engine.cluster import LeaseSettings
 from tether.engine.engine import Engine
 from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_workflows
 from tether.engine.workflow import load_workflow_file
-from tether.ids import new_id
-from tether.egress.service import build_egress
 from tether.http import errors
-from tether.openwop import discovery, events, interrupts, runs, webhooks, workflows
-from tether.openwop.surface import RestSurface
-from tether.a2a.capabilities import a2a_capabilities
-from tether.a2a.surface import A2ASurface
-from tether.openwop.callbacks import callback_projector
-from tether.openwop.webhooks import webhook_fanout
 from tether.http.middleware import BodyLimit, DateHeader, TraceparentEcho
+from tether.ids import new_id
+from tether.openwop import discovery, events, interrupts, runs, webhooks, workflows
+from tether.openwop.callbacks import callback_projector
+from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
+from tether.openwop.webhooks import webhook_fanout
 from tether.settings import Settings
 from tether.store import open_store
 from tether.store.base import Store, WorkflowRow

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def iso(moment: datetime) -> str:
-    if moment.tzinfo is not timezone.utc:
-        moment = moment.astimezone(timezone.utc)
+    if moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
     return moment.isoformat(timespec="milliseconds")[:-6] + "Z"  # drop "+00:00"
 
 

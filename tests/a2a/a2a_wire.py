@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 from harness import wait_until
 from schemas import a2a_validator, openwop_validator
 
@@ -33,7 +32,12 @@ _SUCCESS = {
     "tasks/pushNotificationConfig/list": "ListTaskPushNotificationConfigSuccessResponse",
     "tasks/pushNotificationConfig/delete": "DeleteTaskPushNotificationConfigSuccessResponse",
 }
-_RESULT = {"task": "Task", "message": "Message", "status-update": "TaskStatusUpdateEvent", "artifact-update": "TaskArtifactUpdateEvent"}
+_RESULT = {
+    "task": "Task",
+    "message": "Message",
+    "status-update": "TaskStatusUpdateEvent",
+    "artifact-update": "TaskArtifactUpdateEvent",
+}
 _ids = itertools.count(1)
 
 
@@ -55,7 +59,12 @@ def message(
         parts.append({"kind": "text", "text": text})
     if data is not None or text is None:
         parts.append({"kind": "data", "data": data or {}})
-    doc: dict[str, Any] = {"kind": "message", "role": "user", "messageId": message_id or f"msg-{uuid.uuid4()}", "parts": parts}
+    doc: dict[str, Any] = {
+        "kind": "message",
+        "role": "user",
+        "messageId": message_id or f"msg-{uuid.uuid4()}",
+        "parts": parts,
+    }
     if task_id is not None:
         doc["taskId"] = task_id
     if context_id is not None:
@@ -88,8 +97,15 @@ def check_task(task: dict[str, Any]) -> None:
     assert ("interrupt" in openwop) == (task["status"]["state"] == "input-required"), task
 
 
-def post(http: httpx.Client, method: str, params: Any, *, request_id: Any = None, headers: dict[str, str] | None = None) -> httpx.Response:
-    body = {"jsonrpc": "2.0", "id": next(_ids) if request_id is None else request_id, "method": method, "params": params}
+def post(
+    http: httpx.Client, method: str, params: Any, *, request_id: Any = None, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    body = {
+        "jsonrpc": "2.0",
+        "id": next(_ids) if request_id is None else request_id,
+        "method": method,
+        "params": params,
+    }
     return http.post(RPC, json=body, headers=headers)
 
 
@@ -172,7 +188,9 @@ def _frames(response: httpx.Response) -> Iterator[Frame]:
 
 
 @contextmanager
-def open_stream(http: httpx.Client, method: str, params: Any, *, headers: dict[str, str] | None = None, request_id: Any = "s") -> Iterator[Iterator[Frame]]:
+def open_stream(
+    http: httpx.Client, method: str, params: Any, *, headers: dict[str, str] | None = None, request_id: Any = "s"
+) -> Iterator[Iterator[Frame]]:
     """A live SSE stream; iterate it for checked frames, leave the block to drop it."""
     body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
     with http.stream("POST", RPC, json=body, headers=headers) as response:
@@ -214,5 +232,7 @@ def wait_state(http: httpx.Client, task_id: str, *states: str, timeout: float = 
         task = get_task(http, task_id)
         return task if task["status"]["state"] in states else None
 
-    found: dict[str, Any] = wait_until(probe, timeout=timeout, interval=0.05, what=f"task {task_id} to be {' or '.join(states)}")
+    found: dict[str, Any] = wait_until(
+        probe, timeout=timeout, interval=0.05, what=f"task {task_id} to be {' or '.join(states)}"
+    )
     return found

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from harness import Host
 
 _HERE = Path(__file__).resolve().parent
@@ -22,14 +21,7 @@ if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
 from a2a_wire import WORKFLOWS  # noqa: E402
-from backends import (  # noqa: E402,F401 (fixtures)
-    backend,
-    shared_database,
-    start_host,
-    start_module_host,
-    start_process,
-    suite_host,
-)
+from backends import suite_host  # noqa: E402
 from keys import made_key  # noqa: E402
 
 

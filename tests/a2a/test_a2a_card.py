@@ -5,7 +5,6 @@ from __future__ import annotations
 import httpx
 import pytest
 from a2a.client import A2ACardResolver
-
 from a2a_wire import error, message, send
 from harness import Host
 from schemas import a2a_validator, fixtures_dir, openwop_validator
@@ -54,7 +53,9 @@ def test_card_and_discovery_advertise_the_same_flags(host: Host) -> None:
 
 def test_card_security_is_what_the_endpoint_enforces(host: Host) -> None:
     with host.client() as anonymous:
-        refused = anonymous.post("/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}})
+        refused = anonymous.post(
+            "/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}}
+        )
     assert refused.status_code == 401
     assert refused.headers["www-authenticate"].lower().startswith("bearer")
 

@@ -6,7 +6,6 @@ import threading
 
 import httpx
 import pytest
-
 from a2a_wire import Frame, get_task, message, open_stream, run_events, send, stream, task_record, wait_state
 from harness import HostProcess, wait_until
 
@@ -28,7 +27,9 @@ def _approve_while_watching(host: HostProcess, key: str, task_id: str) -> list[F
             if frame.state == "input-required":
                 with host.client(key) as approver:
                     record = task_record(approver, task_id)
-                    assert record["state"] == "input-required" and record["interruptKind"] == "approval", "never a stale working"
+                    assert record["state"] == "input-required" and record["interruptKind"] == "approval", (
+                        "never a stale working"
+                    )
                     send(approver, message(data={"action": "accept"}, task_id=task_id), blocking=False)
     return seen
 
@@ -48,7 +49,11 @@ def test_kill_while_input_required(host: HostProcess, key: str) -> None:
     assert record["state"] == "input-required" and record["interruptKind"] == "approval"
     assert task_record(http, task["id"], path="/v1/host/sample/a2a/tasks") == record
     seen = _approve_while_watching(host, key, task["id"])
-    assert [(f.kind, f.state) for f in seen] == [("task", "input-required"), ("status-update", "working"), ("status-update", "completed")]
+    assert [(f.kind, f.state) for f in seen] == [
+        ("task", "input-required"),
+        ("status-update", "working"),
+        ("status-update", "completed"),
+    ]
     assert seen[-1].result["final"] is True
     assert task_record(http, task["id"])["state"] == "completed"
     _one_run_started(http, task["id"])
@@ -57,7 +62,10 @@ def test_kill_while_input_required(host: HostProcess, key: str) -> None:
 def test_kill_while_working(host: HostProcess, key: str) -> None:
     http = host.http(key)
     task = send(http, message(skill="slow-gate"), blocking=False)
-    wait_until(lambda: any(e["type"] == "node.started" and e.get("nodeId") == "work" for e in run_events(http, task["id"])), what="the work to start")
+    wait_until(
+        lambda: any(e["type"] == "node.started" and e.get("nodeId") == "work" for e in run_events(http, task["id"])),
+        what="the work to start",
+    )
     host.kill()
     host.start()
     http = host.http(key)
@@ -67,7 +75,9 @@ def test_kill_while_working(host: HostProcess, key: str) -> None:
     assert [f.state for f in seen if f.kind == "status-update"][-1] == "completed"
     wait_state(http, task["id"], "completed")
     assert task_record(http, task["id"])["state"] == "completed"
-    work_started = [e for e in run_events(http, task["id"]) if e["type"] == "node.started" and e.get("nodeId") == "work"]
+    work_started = [
+        e for e in run_events(http, task["id"]) if e["type"] == "node.started" and e.get("nodeId") == "work"
+    ]
     assert len(work_started) == 1, "a started delay resumes, it does not start again"
     _one_run_started(http, task["id"])
 

@@ -6,7 +6,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from a2a_wire import RPC, error, message, post, send, stream, wait_state
 from harness import Host
 from inproc import create_key
@@ -110,7 +109,12 @@ def test_wrong_param_types_name_the_field(http: httpx.Client, params: dict[str, 
 
 @pytest.mark.parametrize(
     ("method", "params"),
-    [("tasks/get", {}), ("tasks/get", {"id": 5}), ("tasks/get", {"id": "x", "historyLength": "2"}), ("tasks/cancel", {"id": ""})],
+    [
+        ("tasks/get", {}),
+        ("tasks/get", {"id": 5}),
+        ("tasks/get", {"id": "x", "historyLength": "2"}),
+        ("tasks/cancel", {"id": ""}),
+    ],
 )
 def test_task_params_are_checked(http: httpx.Client, method: str, params: dict[str, Any]) -> None:
     assert error(http, method, params)["code"] == -32602
@@ -119,16 +123,24 @@ def test_task_params_are_checked(http: httpx.Client, method: str, params: dict[s
 def test_content_and_skill_refusals(http: httpx.Client) -> None:
     file_part = {**message("x"), "parts": [{"kind": "file", "file": {"uri": "https://example.com/a.pdf"}}]}
     assert error(http, "message/send", {"message": file_part})["code"] == -32005
-    modes = error(http, "message/send", {"message": message("x"), "configuration": {"acceptedOutputModes": ["image/png"]}})
+    modes = error(
+        http, "message/send", {"message": message("x"), "configuration": {"acceptedOutputModes": ["image/png"]}}
+    )
     assert modes["code"] == -32005 and "text/plain" in modes["message"]
     unknown = error(http, "message/send", {"message": message("x", skill="no-such-skill")})
     assert unknown["code"] == -32602 and "echo" in unknown["message"]
     missing_input = error(http, "message/send", {"message": message(data={"other": 1})})
     assert missing_input["code"] == -32602 and "prompt" in missing_input["message"]
     for url, arm in (("http://push.example.com/push", "scheme"), ("https://10.0.0.5/push", "address")):
-        push = error(http, "message/send", {"message": message("x"), "configuration": {"pushNotificationConfig": {"url": url}}})
+        push = error(
+            http, "message/send", {"message": message("x"), "configuration": {"pushNotificationConfig": {"url": url}}}
+        )
         assert push["code"] == -32602 and f"{arm} arm" in push["message"], push
-    for method in ("tasks/pushNotificationConfig/get", "tasks/pushNotificationConfig/list", "tasks/pushNotificationConfig/delete"):
+    for method in (
+        "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list",
+        "tasks/pushNotificationConfig/delete",
+    ):
         assert error(http, method, {"id": "run_nope", "pushNotificationConfigId": "c1"})["code"] == -32001
     assert error(http, "agent/getAuthenticatedExtendedCard", {})["code"] == -32007
     _nothing_stored(http)
@@ -161,7 +173,11 @@ def test_unknown_and_misused_tasks(http: httpx.Client) -> None:
     busy = error(http, "message/send", {"message": message(data={"action": "accept"}, task_id=working["id"])})
     assert busy["code"] == -32004 and "waits for no input" in busy["message"]
     stray_context = send(http, message("draft", skill="approval-gated"))
-    wrong = error(http, "message/send", {"message": message(data={"action": "accept"}, task_id=stray_context["id"], context_id="ctx_other")})
+    wrong = error(
+        http,
+        "message/send",
+        {"message": message(data={"action": "accept"}, task_id=stray_context["id"], context_id="ctx_other")},
+    )
     assert wrong["code"] == -32602
     assert wait_state(http, stray_context["id"], "input-required")
 

@@ -7,16 +7,15 @@ from dataclasses import replace
 from typing import Any
 
 import orjson
-
 import pytest
+from schemas import a2a_validator, openwop_validator
 
 import tether.a2a
-from schemas import a2a_validator, openwop_validator
 from tether.a2a.projection import RUN_TO_TASK_STATE, status_view, task, task_record, task_state, updates
 from tether.a2a.tasks import EncodedTasks, LiveTask, project_task_record
 from tether.engine.state import apply, initial_snapshot
-from tether.types import ACTIVE, TERMINAL
 from tether.store.base import RunRow, TaskRecord
+from tether.types import ACTIVE, TERMINAL
 
 FINAL_TABLE = {
     "pending": "submitted",
@@ -36,7 +35,12 @@ APPROVAL = {
     "interruptId": "int_1",
     "key": "run_1:gate:0",
     "requestedAt": "2026-01-01T00:00:00.000Z",
-    "data": {"title": "Approve", "description": "Look first", "actions": ["accept", "reject"], "artifactData": {"secret": "x"}},
+    "data": {
+        "title": "Approve",
+        "description": "Look first",
+        "actions": ["accept", "reject"],
+        "artifactData": {"secret": "x"},
+    },
 }
 CLARIFICATION = {
     "kind": "clarification",
@@ -50,7 +54,13 @@ EXTERNAL = {**APPROVAL, "kind": "external-event", "data": {"eventType": "paid"}}
 
 
 def _state(status: str, **extra: Any) -> dict[str, Any]:
-    state: dict[str, Any] = {"runId": "run_1", "workflowId": "w", "status": status, "nodeStates": {}, "transport": "a2a"}
+    state: dict[str, Any] = {
+        "runId": "run_1",
+        "workflowId": "w",
+        "status": status,
+        "nodeStates": {},
+        "transport": "a2a",
+    }
     state["metadata"] = {"a2a": {"contextId": "ctx_1", "messageId": "m1", "skillId": "w"}}
     state["owner"] = {"tenant": "default", "principal": "key:dev"}
     interrupt = {"waiting-approval": APPROVAL, "waiting-input": CLARIFICATION, "waiting-external": EXTERNAL}.get(status)
@@ -65,7 +75,16 @@ def _state(status: str, **extra: Any) -> dict[str, Any]:
 
 
 def _row(status: str, **extra: Any) -> RunRow:
-    return RunRow("run_1", "default", "w", status, 3, _state(status, **extra), "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:01.000Z")
+    return RunRow(
+        "run_1",
+        "default",
+        "w",
+        status,
+        3,
+        _state(status, **extra),
+        "2026-01-01T00:00:00.000Z",
+        "2026-01-01T00:00:01.000Z",
+    )
 
 
 def test_the_table_is_the_final_projection_over_every_run_status() -> None:
@@ -88,18 +107,28 @@ def test_every_status_projects_to_a_valid_task_and_record(status: str) -> None:
     openwop_validator("a2a-task-state").validate(record)
     expected_kind = {"waiting-approval": "approval", "waiting-input": "clarification"}.get(status)
     assert record.get("interruptKind") == expected_kind
-    assert set(record) <= {"taskId", "runId", "contextId", "state", "interruptKind", "updatedAt"}, "the record is content-free"
+    assert set(record) <= {"taskId", "runId", "contextId", "state", "interruptKind", "updatedAt"}, (
+        "the record is content-free"
+    )
 
 
 def test_interrupt_carrier_says_what_a_human_needs_and_no_more() -> None:
     approval = task(_row("waiting-approval"), "ctx_1", [])
     carrier = approval["metadata"]["openwop"]["interrupt"]
-    assert carrier == {"kind": "approval", "nodeId": "gate", "title": "Approve", "description": "Look first", "actions": ["accept", "reject"]}
+    assert carrier == {
+        "kind": "approval",
+        "nodeId": "gate",
+        "title": "Approve",
+        "description": "Look first",
+        "actions": ["accept", "reject"],
+    }
     message = approval["status"]["message"]
     assert message["role"] == "agent" and message["taskId"] == "run_1"
     assert "secret" not in str(approval), "the artifact under review is not projected"
     clarification = task(_row("waiting-input"), "ctx_1", [])["metadata"]["openwop"]["interrupt"]
-    assert clarification["kind"] == "clarification" and clarification["questions"] == [{"id": "q1", "question": "Color?"}]
+    assert clarification["kind"] == "clarification" and clarification["questions"] == [
+        {"id": "q1", "question": "Color?"}
+    ]
     external = task(_row("waiting-external"), "ctx_1", [])["metadata"]["openwop"]["interrupt"]
     assert external["kind"] == "external-event" and "paid" in external["title"]
 
@@ -118,14 +147,24 @@ def test_failed_task_carries_the_error_and_completed_the_artifact() -> None:
 
 
 def test_history_length_keeps_the_newest_messages() -> None:
-    history = [{"kind": "message", "role": "user", "messageId": f"m{i}", "parts": [{"kind": "text", "text": "x"}]} for i in range(3)]
+    history = [
+        {"kind": "message", "role": "user", "messageId": f"m{i}", "parts": [{"kind": "text", "text": "x"}]}
+        for i in range(3)
+    ]
     assert [m["messageId"] for m in task(_row("running"), "c", history)["history"]] == ["m0", "m1", "m2"]
     assert [m["messageId"] for m in task(_row("running"), "c", history, 2)["history"]] == ["m1", "m2"]
     assert task(_row("running"), "c", history, 0)["history"] == []
 
 
 def _event(seq: int, type_: str, payload: dict[str, Any], node_id: str | None = None) -> dict[str, Any]:
-    doc = {"eventId": f"e{seq}", "runId": "run_1", "type": type_, "payload": payload, "timestamp": f"2026-01-01T00:00:0{seq}.000Z", "sequence": seq}
+    doc = {
+        "eventId": f"e{seq}",
+        "runId": "run_1",
+        "type": type_,
+        "payload": payload,
+        "timestamp": f"2026-01-01T00:00:0{seq}.000Z",
+        "sequence": seq,
+    }
     if node_id:
         doc["nodeId"] = node_id
     return doc
@@ -156,7 +195,9 @@ LIFE = [
 def test_run_events_become_status_and_artifact_updates_in_order() -> None:
     out = _replay(LIFE, final_on_input_required=False)
     for item in out:
-        a2a_validator("TaskStatusUpdateEvent" if item["kind"] == "status-update" else "TaskArtifactUpdateEvent").validate(item)
+        a2a_validator(
+            "TaskStatusUpdateEvent" if item["kind"] == "status-update" else "TaskArtifactUpdateEvent"
+        ).validate(item)
     summary = [(o["kind"], o.get("status", {}).get("state"), o.get("final")) for o in out]
     assert summary == [
         ("status-update", "working", False),
@@ -186,7 +227,12 @@ def test_projector_writes_the_record_only_for_a2a_runs_and_only_on_change() -> N
     created = _row("running")
     (record,) = project_task_record(None, created, [])
     assert isinstance(record, TaskRecord)
-    assert (record.task_id, record.tenant, record.principal, record.context_id) == ("run_1", "default", "key:dev", "ctx_1")
+    assert (record.task_id, record.tenant, record.principal, record.context_id) == (
+        "run_1",
+        "default",
+        "key:dev",
+        "ctx_1",
+    )
     openwop_validator("a2a-task-state").validate(record.record)
     still_working = copy.deepcopy(created)
     still_working.updated_at = "2026-01-01T00:00:02.000Z"
@@ -212,7 +258,11 @@ def test_an_encoded_task_is_kept_only_while_its_run_stays_at_one_sequence() -> N
     first = encoded.encode(working, None)
     assert orjson.loads(orjson.dumps(first)) == task(working.run, "ctx_1", history, None)
     assert encoded.encode(working, None) is first, "a repeated read encodes nothing"
-    assert orjson.loads(orjson.dumps(encoded.encode(working, 0)))["history"] == [], "another historyLength is another encoding"
-    moved = replace(working.run, status="completed", last_sequence=working.run.last_sequence + 1, state=_state("completed"))
+    assert orjson.loads(orjson.dumps(encoded.encode(working, 0)))["history"] == [], (
+        "another historyLength is another encoding"
+    )
+    moved = replace(
+        working.run, status="completed", last_sequence=working.run.last_sequence + 1, state=_state("completed")
+    )
     done = orjson.loads(orjson.dumps(encoded.encode(LiveTask(record, moved, history), None)))
     assert done["status"]["state"] == "completed", "a commit's new sequence is encoded afresh"

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 import trustme
-
 from a2a_wire import WORKFLOWS, error, get_task, message, result, send
 from backends import Hosts
 from harness import Host, HostProcess, wait_until
@@ -36,24 +35,35 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
 
 def _push_host(start_host: Hosts[H], receiver: Receiver, *extra: str) -> H:
     host = start_host(
-        "--workflows", str(WORKFLOWS),
-        "--egress-allow-cidr", "127.0.0.1/32",
-        "--egress-ca-bundle", str(receiver.ca_file),
-        "--push-retry-schedule", "300ms,600ms,1s",
+        "--workflows",
+        str(WORKFLOWS),
+        "--egress-allow-cidr",
+        "127.0.0.1/32",
+        "--egress-ca-bundle",
+        str(receiver.ca_file),
+        "--push-retry-schedule",
+        "300ms,600ms,1s",
         *extra,
     )
     return host
 
 
 def _config(receiver: Receiver, **extra: Any) -> dict[str, Any]:
-    return {"url": receiver.url(), "token": TOKEN, "authentication": {"schemes": ["Bearer"], "credentials": CREDENTIALS}, **extra}
+    return {
+        "url": receiver.url(),
+        "token": TOKEN,
+        "authentication": {"schemes": ["Bearer"], "credentials": CREDENTIALS},
+        **extra,
+    }
 
 
 def _pushes(receiver: Receiver) -> list[dict[str, Any]]:
     return [json.loads(body) for body in receiver.bodies()]
 
 
-def test_input_required_and_completed_are_pushed_with_credentials(start_host: Hosts[InProcessHost], receiver: Receiver) -> None:
+def test_input_required_and_completed_are_pushed_with_credentials(
+    start_host: Hosts[InProcessHost], receiver: Receiver
+) -> None:
     host = _push_host(start_host, receiver)
     http = host.http(host.dev_key)
     task = send(http, message("draft", skill="approval-gated"), blocking=True, pushNotificationConfig=_config(receiver))
@@ -105,11 +115,21 @@ def test_full_task_body_and_several_configs(start_host: Hosts[InProcessHost], re
     http = host.http(host.dev_key)
     task = send(http, message("x", skill="approval-gated"), blocking=True)
     for config_id, path in (("first", "/a"), ("second", "/b")):
-        stored = result(http, "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": {"id": config_id, "url": receiver.url(path)}})
+        stored = result(
+            http,
+            "tasks/pushNotificationConfig/set",
+            {"taskId": task["id"], "pushNotificationConfig": {"id": config_id, "url": receiver.url(path)}},
+        )
         a2a_validator("TaskPushNotificationConfig").validate(stored)
-    minted = result(http, "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": {"url": receiver.url("/c")}})
+    minted = result(
+        http,
+        "tasks/pushNotificationConfig/set",
+        {"taskId": task["id"], "pushNotificationConfig": {"url": receiver.url("/c")}},
+    )
     assert minted["pushNotificationConfig"]["id"]
-    assert result(http, "tasks/pushNotificationConfig/get", {"id": task["id"]})["pushNotificationConfig"]["id"] == "first"
+    assert (
+        result(http, "tasks/pushNotificationConfig/get", {"id": task["id"]})["pushNotificationConfig"]["id"] == "first"
+    )
     assert rpc_delete(http, task["id"], minted["pushNotificationConfig"]["id"]) is None
     send(http, message(data={"approve": True}, task_id=task["id"]))
     wait_until(lambda: len(receiver.bodies("/a")) == 1 and len(receiver.bodies("/b")) == 1, what="one push per config")
@@ -121,36 +141,58 @@ def test_full_task_body_and_several_configs(start_host: Hosts[InProcessHost], re
 
 
 def rpc_delete(http: httpx.Client, task_id: str, config_id: str) -> Any:
-    response = http.post("/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "tasks/pushNotificationConfig/delete", "params": {"id": task_id, "pushNotificationConfigId": config_id}})
+    response = http.post(
+        "/v1/a2a",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tasks/pushNotificationConfig/delete",
+            "params": {"id": task_id, "pushNotificationConfigId": config_id},
+        },
+    )
     body = response.json()
     assert "error" not in body, body
     return body["result"]
 
 
-def test_receiver_down_retries_then_arrives_even_across_a_crash(start_process: Hosts[HostProcess], receiver: Receiver) -> None:
+def test_receiver_down_retries_then_arrives_even_across_a_crash(
+    start_process: Hosts[HostProcess], receiver: Receiver
+) -> None:
     host = _push_host(start_process, receiver)
     http = host.http(host.dev_key)
     receiver.stop()
     task = send(http, message("x", skill="approval-gated"), blocking=True, pushNotificationConfig=_config(receiver))
-    wait_until(lambda: any(d["attempts"] >= 1 for d in http.get("/v1/deliveries").json()["deliveries"]), what="a failed attempt")
+    wait_until(
+        lambda: any(d["attempts"] >= 1 for d in http.get("/v1/deliveries").json()["deliveries"]),
+        what="a failed attempt",
+    )
     host.kill()  # during the backoff
     receiver.start()
     host.start()
     http = host.http(host.dev_key)
     wait_until(lambda: len(receiver.requests) >= 1, timeout=20, what="the push after the restart")
-    wait_until(lambda: http.get("/v1/deliveries", params={"status": "delivered"}).json()["deliveries"], what="the delivery to be recorded")
+    wait_until(
+        lambda: http.get("/v1/deliveries", params={"status": "delivered"}).json()["deliveries"],
+        what="the delivery to be recorded",
+    )
     assert len(receiver.requests) == 1, "exactly once per attempt that succeeded"
     assert json.loads(receiver.requests[0].body)["taskId"] == task["id"]
 
 
-def test_redirects_are_failures_and_dead_letters_can_be_redelivered(start_host: Hosts[InProcessHost], receiver: Receiver) -> None:
+def test_redirects_are_failures_and_dead_letters_can_be_redelivered(
+    start_host: Hosts[InProcessHost], receiver: Receiver
+) -> None:
     host = _push_host(start_host, receiver)
     key = host.dev_key
     assert key
     http = host.http(key)
     receiver.script = lambda r: (302, {"Location": receiver.url("/elsewhere")}) if r.path == "/push" else (204, {})
     send(http, message("x", skill="approval-gated"), blocking=True, pushNotificationConfig=_config(receiver))
-    dead = wait_until(lambda: http.get("/v1/deliveries", params={"status": "dead"}).json()["deliveries"], timeout=20, what="the dead letter")
+    dead = wait_until(
+        lambda: http.get("/v1/deliveries", params={"status": "dead"}).json()["deliveries"],
+        timeout=20,
+        what="the dead letter",
+    )
     assert receiver.bodies("/elsewhere") == [], "a redirect is never followed"
     assert len(receiver.bodies("/push")) == 4, "one attempt and three retries on the ladder"
     assert dead[0]["attempts"] == 4 and "302" in dead[0]["lastError"]
@@ -158,7 +200,9 @@ def test_redirects_are_failures_and_dead_letters_can_be_redelivered(start_host: 
     assert dead[0]["deliveryId"] in listed.stdout
     receiver.script = [204]
     run_cli("push", "redeliver", dead[0]["deliveryId"], "--url", host.url, "--key", key, data_dir=host.data_dir)
-    wait_until(lambda: http.get("/v1/deliveries", params={"status": "delivered"}).json()["deliveries"], what="the redelivery")
+    wait_until(
+        lambda: http.get("/v1/deliveries", params={"status": "delivered"}).json()["deliveries"], what="the redelivery"
+    )
 
 
 REFUSED = [
@@ -195,7 +239,9 @@ def test_every_blocked_class_is_refused_without_the_allow_switch(start_host: Hos
     http = host.http(host.dev_key)
     task = send(http, message("x", skill="approval-gated"), blocking=True)
     for url, arm in REFUSED:
-        refused = error(http, "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": {"url": url}})
+        refused = error(
+            http, "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": {"url": url}}
+        )
         assert refused["code"] == -32602 and f"{arm} arm" in refused["message"], (url, refused)
         hook = http.post("/v1/webhooks", json={"url": url, "events": ["run.completed"]})
         assert hook.status_code == 400 and hook.json()["error"] == "webhook_url_rejected", (url, hook.text)
@@ -206,9 +252,22 @@ def test_another_tenants_config_reads_as_unknown(start_host: Hosts[InProcessHost
     host = _push_host(start_host, receiver)
     http = host.http(host.dev_key)
     task = send(http, message("x", skill="approval-gated"), blocking=True)
-    result(http, "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": {"id": "mine", "url": receiver.url()}})
+    result(
+        http,
+        "tasks/pushNotificationConfig/set",
+        {"taskId": task["id"], "pushNotificationConfig": {"id": "mine", "url": receiver.url()}},
+    )
     stranger = host.http(create_key(host.data_dir, "stranger", "--tenant", "acme"))
     known = error(stranger, "tasks/pushNotificationConfig/get", {"id": task["id"], "pushNotificationConfigId": "mine"})
-    unknown = error(stranger, "tasks/pushNotificationConfig/get", {"id": "run_nope", "pushNotificationConfigId": "mine"})
+    unknown = error(
+        stranger, "tasks/pushNotificationConfig/get", {"id": "run_nope", "pushNotificationConfigId": "mine"}
+    )
     assert known["code"] == unknown["code"] == -32001
-    assert error(stranger, "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": {"url": receiver.url()}})["code"] == -32001
+    assert (
+        error(
+            stranger,
+            "tasks/pushNotificationConfig/set",
+            {"taskId": task["id"], "pushNotificationConfig": {"url": receiver.url()}},
+        )["code"]
+        == -32001
+    )

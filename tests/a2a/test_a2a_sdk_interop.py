@@ -28,7 +28,6 @@ from a2a.types import (
     TaskStatusUpdateEvent,
     TextPart,
 )
-
 from a2a_wire import run_events
 from harness import Host, HostProcess
 from schemas import a2a_validator
@@ -52,7 +51,9 @@ def _checked(task: Task, update: Update = None) -> Task:
     return task
 
 
-def user(text: str | None = None, *, data: dict[str, Any] | None = None, task_id: str | None = None, skill: str | None = None) -> Message:
+def user(
+    text: str | None = None, *, data: dict[str, Any] | None = None, task_id: str | None = None, skill: str | None = None
+) -> Message:
     parts: list[Part] = []
     if text is not None:
         parts.append(Part(root=TextPart(text=text)))
@@ -76,7 +77,9 @@ class Sdk:
         self.http = http
 
     async def client(self, *, streaming: bool = False, polling: bool = False) -> Client:
-        return await ClientFactory.connect(self.host.url, client_config=ClientConfig(httpx_client=self.http, streaming=streaming, polling=polling))
+        return await ClientFactory.connect(
+            self.host.url, client_config=ClientConfig(httpx_client=self.http, streaming=streaming, polling=polling)
+        )
 
     async def send(self, msg: Message, *, polling: bool = False) -> Task:
         client = await self.client(polling=polling)
@@ -204,7 +207,9 @@ async def test_hand_off_disconnect_restart_then_approve_by_message(host: HostPro
             _checked(task, update)
             watched.append((task.status.state, update.final if isinstance(update, TaskStatusUpdateEvent) else None))
             if update is None:
-                approval = asyncio.create_task(sdk.send(user(data={"action": "accept", "feedback": "ship it"}, task_id=handed.id)))
+                approval = asyncio.create_task(
+                    sdk.send(user(data={"action": "accept", "feedback": "ship it"}, task_id=handed.id))
+                )
         assert approval is not None and (await approval).status.state == TaskState.completed
     assert watched == [(TaskState.input_required, None), (TaskState.working, False), (TaskState.completed, True)]
     started = [e for e in run_events(host.http(key), handed.id) if e["type"] == "run.started"]

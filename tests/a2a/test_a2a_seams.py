@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
-
 from a2a_wire import task_record
-from schemas import openwop_validator
 from harness import Host
+from schemas import openwop_validator
 
 SEAMS = "/v1/host/sample/a2a/tasks"
 
@@ -18,7 +17,9 @@ def test_seams_are_absent_unless_enabled(start_host) -> None:  # type: ignore[no
     http = host.http(host.dev_key)
     absent = http.post(f"{SEAMS}/start", json={"scenario": "paused-at-approval"})
     assert absent.status_code == 404 and "--enable-test-seams" in absent.json()["message"]
-    assert http.post(f"{SEAMS}/push-config", json={"taskId": "run_x", "url": "https://10.0.0.5/push"}).status_code == 404
+    assert (
+        http.post(f"{SEAMS}/push-config", json={"taskId": "run_x", "url": "https://10.0.0.5/push"}).status_code == 404
+    )
     assert http.get(f"{SEAMS}/run_x").status_code == 404, "the read is always served (and this task is unknown)"
 
 
@@ -36,12 +37,24 @@ def test_start_parks_a_real_run_at_an_approval_gate(http: httpx.Client) -> None:
 
 
 def test_push_config_checks_the_body(http: httpx.Client) -> None:
-    for body in ({"url": "https://example.com/push"}, {"taskId": "run_x"}, {"taskId": 5, "url": "https://example.com/push"}, {"taskId": "run_x", "url": "https://example.com", "tokenFingerprint": "a" * 33}):
+    for body in (
+        {"url": "https://example.com/push"},
+        {"taskId": "run_x"},
+        {"taskId": 5, "url": "https://example.com/push"},
+        {"taskId": "run_x", "url": "https://example.com", "tokenFingerprint": "a" * 33},
+    ):
         response = http.post(f"{SEAMS}/push-config", json=body)
         assert response.status_code == 400 and response.json()["error"] == "validation_error", body
 
 
-@pytest.mark.parametrize(("url", "arm"), [("https://10.0.0.5/push", "address"), ("http://push.example.com/push", "scheme"), ("https://[::ffff:a00:5]/push", "address")])
+@pytest.mark.parametrize(
+    ("url", "arm"),
+    [
+        ("https://10.0.0.5/push", "address"),
+        ("http://push.example.com/push", "scheme"),
+        ("https://[::ffff:a00:5]/push", "address"),
+    ],
+)
 def test_push_config_refuses_before_it_looks_the_task_up(http: httpx.Client, url: str, arm: str) -> None:
     pytest.importorskip("tether.egress.guard")
     response = http.post(f"{SEAMS}/push-config", json={"taskId": "run_x", "url": url})

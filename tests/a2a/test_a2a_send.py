@@ -6,7 +6,6 @@ import threading
 
 import httpx
 import pytest
-
 from a2a_wire import WORKFLOWS, error, get_task, message, result, rpc, run_events, send, task_record, wait_state
 from harness import Host
 from inproc import create_key
@@ -101,7 +100,12 @@ def test_approval_reply_accepts_and_decided_by_is_the_caller(http: httpx.Client)
     interrupt = task["metadata"]["openwop"]["interrupt"]
     assert interrupt["kind"] == "approval" and interrupt["nodeId"] == "gate" and "accept" in interrupt["actions"]
     assert task_record(http, task["id"])["interruptKind"] == "approval"
-    reply = message(data={"action": "accept", "decidedBy": "mallory", "feedback": "ship it"}, task_id=task["id"], context_id=task["contextId"], message_id="ok-1")
+    reply = message(
+        data={"action": "accept", "decidedBy": "mallory", "feedback": "ship it"},
+        task_id=task["id"],
+        context_id=task["contextId"],
+        message_id="ok-1",
+    )
     done = send(http, reply)
     assert done["status"]["state"] == "completed"
     assert [m["messageId"] for m in done["history"]] == ["ask-1", "ok-1"]
@@ -191,9 +195,17 @@ def test_tenants_cannot_see_each_others_tasks(host: Host, http: httpx.Client, ot
             ("message/send", {"message": message(data={"action": "accept"}, task_id=mine["id"])}),
         ):
             refused = error(theirs, method, params)
-            unknown = error(theirs, method, {**params, "id": "run_nope"} if "id" in params else {"message": message(data={"action": "accept"}, task_id="run_nope")})
+            unknown = error(
+                theirs,
+                method,
+                {**params, "id": "run_nope"}
+                if "id" in params
+                else {"message": message(data={"action": "accept"}, task_id="run_nope")},
+            )
             assert refused["code"] == unknown["code"] == -32001
-            assert refused["message"].replace(mine["id"], "ID") == unknown["message"].replace("run_nope", "ID"), "indistinguishable"
+            assert refused["message"].replace(mine["id"], "ID") == unknown["message"].replace("run_nope", "ID"), (
+                "indistinguishable"
+            )
         assert theirs.get(f"{path}/{mine['id']}").status_code == 404
         assert theirs.get(f"{path}/run_nope").status_code == 404
     assert get_task(http, mine["id"])["status"]["state"] == "input-required"
@@ -207,10 +219,16 @@ def test_racing_replies_decide_once(host: Host, key: str, http: httpx.Client) ->
     def reply(message_id: str, action: str) -> None:
         with host.client(key) as client:
             barrier.wait()
-            body = {"message": message(data={"action": action}, task_id=task["id"], message_id=message_id), "configuration": {"blocking": False}}
+            body = {
+                "message": message(data={"action": action}, task_id=task["id"], message_id=message_id),
+                "configuration": {"blocking": False},
+            }
             answers.append(rpc(client, "message/send", body))
 
-    threads = [threading.Thread(target=reply, args=args) for args in (("same", "accept"), ("same", "accept"), ("other-1", "reject"), ("other-2", "reject"))]
+    threads = [
+        threading.Thread(target=reply, args=args)
+        for args in (("same", "accept"), ("same", "accept"), ("other-1", "reject"), ("other-2", "reject"))
+    ]
     for t in threads:
         t.start()
     for t in threads:

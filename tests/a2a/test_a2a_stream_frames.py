@@ -8,10 +8,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import orjson
-
+from schemas import a2a_validator
 from starlette.applications import Starlette
 
-from schemas import a2a_validator
 from tether.a2a.endpoint import RpcEndpoint
 from tether.a2a.streams import StreamProjections, sse, task_first
 from tether.engine.follow import RunLogs
@@ -30,13 +29,29 @@ class LogStore:
         self.append("run.started", {"inputs": {"prompt": "hi"}, "transport": "a2a"})
 
     def append(self, type_: str, payload: dict[str, Any]) -> None:
-        doc = {"eventId": f"e{len(self.events)}", "runId": "run_1", "type": type_, "payload": payload, "timestamp": "2026-01-01T00:00:01.000Z", "sequence": len(self.events)}
+        doc = {
+            "eventId": f"e{len(self.events)}",
+            "runId": "run_1",
+            "type": type_,
+            "payload": payload,
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "sequence": len(self.events),
+        }
         apply(self.state, doc)
         self.events.append(EventRow("run_1", doc["sequence"], orjson.dumps(doc)))
 
     @property
     def row(self) -> RunRow:
-        return RunRow("run_1", "default", "echo", self.state["status"], len(self.events) - 1, json.loads(json.dumps(self.state)), "t0", "t1")
+        return RunRow(
+            "run_1",
+            "default",
+            "echo",
+            self.state["status"],
+            len(self.events) - 1,
+            json.loads(json.dumps(self.state)),
+            "t0",
+            "t1",
+        )
 
     async def read_events(self, run_id: str, after: int = -1, limit: int = 1000) -> list[EventRow]:
         return [e for e in self.events if e.sequence > after][:limit]
@@ -48,8 +63,12 @@ class LogStore:
 async def test_idle_streams_send_keepalives_and_wake_on_a_hint() -> None:
     store = LogStore()
     notifier = Notifier()
-    host: Any = SimpleNamespace(settings=Settings(keepalive_seconds=0.05), store=store, notifier=notifier, logs=RunLogs(store, notifier))  # type: ignore[arg-type]
-    frames = sse("r1", task_first(host, StreamProjections(), store.row, "ctx_1", [], None, final_on_input_required=False))
+    host: Any = SimpleNamespace(
+        settings=Settings(keepalive_seconds=0.05), store=store, notifier=notifier, logs=RunLogs(store, notifier)
+    )  # type: ignore[arg-type]
+    frames = sse(
+        "r1", task_first(host, StreamProjections(), store.row, "ctx_1", [], None, final_on_input_required=False)
+    )
     first = await anext(frames)
     assert first.startswith(b"id: 0\ndata: ")
     body = json.loads(first.split(b"data: ", 1)[1])
@@ -64,7 +83,9 @@ async def test_idle_streams_send_keepalives_and_wake_on_a_hint() -> None:
     assert len(chunks) == 1, "what one commit produced is written at once"
     rest = [frame + b"\n\n" for frame in chunks[0].split(b"\n\n") if frame]
     assert len(rest) == 2
-    assert rest[0].startswith(b"data: ") and b'"kind":"artifact-update"' in rest[0], "no id: on a frame that is not its event's last"
+    assert rest[0].startswith(b"data: ") and b'"kind":"artifact-update"' in rest[0], (
+        "no id: on a frame that is not its event's last"
+    )
     assert rest[1].startswith(b"id: 1\ndata: ")
     final = json.loads(rest[-1].split(b"data: ", 1)[1])
     assert final["result"]["status"]["state"] == "completed" and final["result"]["final"] is True
@@ -126,10 +147,15 @@ async def test_a_stream_that_ends_completes_the_response_and_stops_watching() ->
 async def test_streams_of_one_run_share_each_projection_and_never_change_a_kept_snapshot() -> None:
     store = LogStore()
     notifier = Notifier()
-    host: Any = SimpleNamespace(settings=Settings(keepalive_seconds=30), store=store, notifier=notifier, logs=RunLogs(store, notifier))  # type: ignore[arg-type]
+    host: Any = SimpleNamespace(
+        settings=Settings(keepalive_seconds=30), store=store, notifier=notifier, logs=RunLogs(store, notifier)
+    )  # type: ignore[arg-type]
     projections = StreamProjections()
     row = store.row
-    streams = [sse(f"r{i}", task_first(host, projections, row, "ctx_1", [], None, final_on_input_required=False)) for i in range(3)]
+    streams = [
+        sse(f"r{i}", task_first(host, projections, row, "ctx_1", [], None, final_on_input_required=False))
+        for i in range(3)
+    ]
     for stream in streams:
         await anext(stream)  # the Task as it stands
     store.append("node.started", {"nodeId": "gate"})
@@ -138,7 +164,9 @@ async def test_streams_of_one_run_share_each_projection_and_never_change_a_kept_
     notifier.publish("run_1")
     asked = [await asyncio.wait_for(anext(stream), 5) for stream in streams]
     assert b"input-required" in asked[0]
-    assert len({chunk.replace(b'"id":"r1"', b'"id":"r0"').replace(b'"id":"r2"', b'"id":"r0"') for chunk in asked}) == 1, "the same frames"
+    assert (
+        len({chunk.replace(b'"id":"r1"', b'"id":"r0"').replace(b'"id":"r2"', b'"id":"r0"') for chunk in asked}) == 1
+    ), "the same frames"
     kept = projections.get("run_1", 3, False)
     assert kept is not None, "projected once, kept for the other streams"
     snapshot = json.dumps(kept[1], sort_keys=True)
@@ -148,7 +176,11 @@ async def test_streams_of_one_run_share_each_projection_and_never_change_a_kept_
     notifier.publish("run_1")
     ended = [await asyncio.wait_for(anext(stream), 5) for stream in streams]
     assert all(b'"final":true' in chunk for chunk in ended)
-    assert json.dumps(kept[1], sort_keys=True) == snapshot, "a stream going on copied the kept snapshot before changing it"
-    assert json.dumps(row.state, sort_keys=True) == json.dumps(LogStore().row.state, sort_keys=True), "the run row read was never changed"
+    assert json.dumps(kept[1], sort_keys=True) == snapshot, (
+        "a stream going on copied the kept snapshot before changing it"
+    )
+    assert json.dumps(row.state, sort_keys=True) == json.dumps(LogStore().row.state, sort_keys=True), (
+        "the run row read was never changed"
+    )
     for stream in streams:
         await stream.aclose()

@@ -7,7 +7,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from a2a_wire import Frame, get_task, message, open_stream, run_events, send, stream, wait_state
 from harness import Host
 
@@ -39,7 +38,11 @@ def _check_ids(http: httpx.Client, task_id: str, frames: list[Frame]) -> None:
 
 def test_message_stream_runs_to_completion(http: httpx.Client) -> None:
     frames = stream(http, "message/stream", {"message": message("hello")})
-    assert _summary(frames) == [("task", "working", None), ("artifact-update", None, None), ("status-update", "completed", True)]
+    assert _summary(frames) == [
+        ("task", "working", None),
+        ("artifact-update", None, None),
+        ("status-update", "completed", True),
+    ]
     task_id = frames[0].result["id"]
     assert frames[0].id == 0
     assert frames[1].id is None, "only the last frame of a run event carries its sequence"
@@ -52,7 +55,11 @@ def test_message_stream_runs_to_completion(http: httpx.Client) -> None:
 
 def test_message_stream_ends_at_input_required_and_the_reply_streams_on(http: httpx.Client) -> None:
     frames = stream(http, "message/stream", {"message": message("draft", skill="approval-gated")})
-    assert frames[-1].kind == "status-update" and frames[-1].state == "input-required" and frames[-1].result["final"] is True
+    assert (
+        frames[-1].kind == "status-update"
+        and frames[-1].state == "input-required"
+        and frames[-1].result["final"] is True
+    )
     assert frames[-1].result["metadata"]["openwop"]["interrupt"]["kind"] == "approval"
     assert [f.kind for f in frames[:-1]] == ["task"]
     task = frames[0].result
@@ -92,14 +99,19 @@ def test_resubscribe_to_a_terminal_task_sends_the_final_task_only(http: httpx.Cl
 
 
 @pytest.mark.fresh_host  # counts every run of the tenant
-def test_concurrent_resubscribers_see_the_same_events_in_the_same_order(host: Host, key: str, http: httpx.Client) -> None:
+def test_concurrent_resubscribers_see_the_same_events_in_the_same_order(
+    host: Host, key: str, http: httpx.Client
+) -> None:
     task = send(http, message("draft", skill="approval-gated"))
     observers = 5
     attached = threading.Barrier(observers + 1)
     seen: list[list[Frame]] = [[] for _ in range(observers)]
 
     def observe(index: int) -> None:
-        with host.client(key) as client, open_stream(client, "tasks/resubscribe", {"id": task["id"]}, request_id=1) as frames:
+        with (
+            host.client(key) as client,
+            open_stream(client, "tasks/resubscribe", {"id": task["id"]}, request_id=1) as frames,
+        ):
             for number, frame in enumerate(frames):
                 seen[index].append(frame)
                 if number == 0:
@@ -161,4 +173,7 @@ def test_resubscribe_while_working_follows_to_completion(http: httpx.Client) -> 
     with open_stream(http, "tasks/resubscribe", {"id": task["id"]}) as frames:
         for frame in frames:
             states.append({"kind": frame.kind, "state": frame.state})
-    assert states[0] == {"kind": "task", "state": "working"} and states[-1] == {"kind": "status-update", "state": "completed"}
+    assert states[0] == {"kind": "task", "state": "working"} and states[-1] == {
+        "kind": "status-update",
+        "state": "completed",
+    }

@@ -72,7 +72,17 @@ def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
     if sdk:
         servers.append("sdk-memory")
     out = tmp_path / "report.json"
-    cmd = [sys.executable, str(RUN), "--quick", "--servers", ",".join(servers), "--out", str(out), "--workdir", str(tmp_path / "work")]
+    cmd = [
+        sys.executable,
+        str(RUN),
+        "--quick",
+        "--servers",
+        ",".join(servers),
+        "--out",
+        str(out),
+        "--workdir",
+        str(tmp_path / "work"),
+    ]
     cmd += ["--pg-url", NO_POSTGRES]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
@@ -94,7 +104,10 @@ def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
     # (a SQLite-only build refuses the URL itself; one with the backend cannot connect).
     postgres = status["tether-postgres"]
     assert postgres["status"] == "skipped", postgres
-    assert "this build stores in SQLite only" in postgres["reason"] or "no PostgreSQL server reachable" in postgres["reason"], postgres
+    assert (
+        "this build stores in SQLite only" in postgres["reason"]
+        or "no PostgreSQL server reachable" in postgres["reason"]
+    ), postgres
     assert scenarios_skip_reason(report, "tether-postgres") == postgres["reason"]
     measured = [s for s in servers if s != "tether-postgres"]
     for name in measured:
@@ -133,7 +146,15 @@ def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
 
     targets = {t["id"]: t for t in report["targets"]}
     assert set(targets) == TARGET_IDS
-    for tid in ("send-p99", "get-vs-bare", "stream-first-event", "fanout-p99", "fanout-rss", "restart-serving", "rest-cpu"):
+    for tid in (
+        "send-p99",
+        "get-vs-bare",
+        "stream-first-event",
+        "fanout-p99",
+        "fanout-rss",
+        "restart-serving",
+        "rest-cpu",
+    ):
         assert targets[tid]["pass"] in (True, False), f"{tid} was not judged: {targets[tid]}"
     if "sdk-memory" in servers:
         assert targets["send-vs-sdk-memory"]["value"] > 0 and targets["get-vs-sdk-memory"]["value"] > 0

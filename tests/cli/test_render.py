@@ -141,7 +141,15 @@ def test_runs_table_never_shortens_a_run_id_in_a_narrow_terminal() -> None:
 def test_keys_table_never_shows_the_hash() -> None:
     rows = [
         KeyRow("0123456789abcdef", "ci-bot", "default", list(ALL), "f" * 64, "2024-05-01T12:00:00.000Z"),
-        KeyRow("fedcba9876543210", "old", "acme", ["runs:read"], "e" * 64, "2024-04-01T00:00:00.000Z", "2024-04-02T00:00:00.000Z"),
+        KeyRow(
+            "fedcba9876543210",
+            "old",
+            "acme",
+            ["runs:read"],
+            "e" * 64,
+            "2024-04-01T00:00:00.000Z",
+            "2024-04-02T00:00:00.000Z",
+        ),
     ]
     text = render.to_text(render.keys_table(rows, ALL))
     assert "ci-bot" in text and "old" in text and "acme" in text
@@ -193,12 +201,19 @@ def test_event_line_shows_sequence_time_type_node_and_payload() -> None:
 
 
 def test_event_line_without_node_or_payload() -> None:
-    line = render.event_line({"sequence": 0, "timestamp": "2024-05-01T12:00:03.120Z", "type": "run.started", "payload": {}})
+    line = render.event_line(
+        {"sequence": 0, "timestamp": "2024-05-01T12:00:03.120Z", "type": "run.started", "payload": {}}
+    )
     assert line.split() == ["0", "12:00:03.120", "run.started", "-"]
 
 
 def test_event_line_cuts_long_payloads() -> None:
-    event = {"sequence": 1, "timestamp": "2024-05-01T12:00:03.120Z", "type": "output.chunk", "payload": {"chunk": "x" * 500}}
+    event = {
+        "sequence": 1,
+        "timestamp": "2024-05-01T12:00:03.120Z",
+        "type": "output.chunk",
+        "payload": {"chunk": "x" * 500},
+    }
     line = render.event_line(event)
     assert line.endswith("…")
     assert len(line) < 200

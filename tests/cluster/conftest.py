@@ -11,8 +11,6 @@ _A2A = Path(__file__).resolve().parents[1] / "a2a"
 if str(_A2A) not in sys.path:
     sys.path.insert(0, str(_A2A))
 
-from backends import shared_database, start_process  # noqa: E402,F401 (fixtures)
-
 
 @pytest.fixture
 def backend() -> str:

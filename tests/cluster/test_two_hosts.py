@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import trustme
-
 from a2a_wire import WORKFLOWS, message, open_stream, run_events, send, wait_state
 from backends import Hosts
 from harness import HostProcess, create_key, wait_until
@@ -28,13 +27,19 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
     rx.stop()
 
 
-def _pair(start_process: Hosts[HostProcess], shared_database: str, folder: Path, *extra: str) -> tuple[HostProcess, HostProcess, str]:
+def _pair(
+    start_process: Hosts[HostProcess], shared_database: str, folder: Path, *extra: str
+) -> tuple[HostProcess, HostProcess, str]:
     """Two hosts on one database, sharing the host key as operators must."""
     args = (
-        "--workflows", str(WORKFLOWS),
-        "--lease-seconds", LEASE,
-        "--fallback-poll-seconds", "1",
-        "--secret-key-file", str(folder / "shared-host.key"),
+        "--workflows",
+        str(WORKFLOWS),
+        "--lease-seconds",
+        LEASE,
+        "--fallback-poll-seconds",
+        "1",
+        "--secret-key-file",
+        str(folder / "shared-host.key"),
         *extra,
     )
     one = start_process(*args, name="one", database_url=shared_database)
@@ -64,7 +69,9 @@ def _assert_clean(events: list[dict[str, Any]]) -> None:
         assert all(n == 1 for n in per_node.values()), f"{kind} twice: {per_node}"
 
 
-def test_create_on_one_resubscribe_and_approve_on_two(start_process: Hosts[HostProcess], shared_database: str, tmp_path: Path) -> None:
+def test_create_on_one_resubscribe_and_approve_on_two(
+    start_process: Hosts[HostProcess], shared_database: str, tmp_path: Path
+) -> None:
     one, two, key = _pair(start_process, shared_database, tmp_path)
     task = send(one.http(key), message("draft", skill="approval-gated"), blocking=True)
     assert task["status"]["state"] == "input-required"
@@ -77,6 +84,7 @@ def test_create_on_one_resubscribe_and_approve_on_two(start_process: Hosts[HostP
     for watcher in watchers:
         watcher.join(15)
         assert not watcher.is_alive(), "a resubscribe stream ends at the terminal state"
+
     def updates(frames: list[Any]) -> list[str]:
         return [json.dumps(f.result, sort_keys=True) for f in frames[1:]]  # after the current Task
 
@@ -85,12 +93,25 @@ def test_create_on_one_resubscribe_and_approve_on_two(start_process: Hosts[HostP
     _assert_clean(run_events(one.http(key), task["id"]))
 
 
-def test_sigkill_mid_run_is_taken_over_once(start_process: Hosts[HostProcess], shared_database: str, receiver: Receiver, tmp_path: Path) -> None:
-    one, two, key = _pair(start_process, shared_database, tmp_path, "--egress-allow-cidr", "127.0.0.1/32", "--egress-ca-bundle", str(receiver.ca_file))
+def test_sigkill_mid_run_is_taken_over_once(
+    start_process: Hosts[HostProcess], shared_database: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    one, two, key = _pair(
+        start_process,
+        shared_database,
+        tmp_path,
+        "--egress-allow-cidr",
+        "127.0.0.1/32",
+        "--egress-ca-bundle",
+        str(receiver.ca_file),
+    )
     config = {"url": receiver.url(), "token": "t-123"}
     task = send(one.http(key), message("x", skill="slow"), blocking=False, pushNotificationConfig=config)
     wait_until(
-        lambda: any(e["type"] == "node.started" and e.get("payload", {}).get("wakeAt") for e in run_events(two.http(key), task["id"])),
+        lambda: any(
+            e["type"] == "node.started" and e.get("payload", {}).get("wakeAt")
+            for e in run_events(two.http(key), task["id"])
+        ),
         what="the delay to start on host one",
     )
     one.kill()
@@ -99,6 +120,9 @@ def test_sigkill_mid_run_is_taken_over_once(start_process: Hosts[HostProcess], s
     events = run_events(two.http(key), task["id"])
     _assert_clean(events)
     wait_until(lambda: receiver.requests, what="the completed push")
-    wait_until(lambda: two.http(key).get("/v1/deliveries", params={"status": "delivered"}).json()["deliveries"], what="the delivery record")
+    wait_until(
+        lambda: two.http(key).get("/v1/deliveries", params={"status": "delivered"}).json()["deliveries"],
+        what="the delivery record",
+    )
     states = [json.loads(r.body)["status"]["state"] for r in receiver.requests]
     assert states == ["completed"], "one push, once"

@@ -76,7 +76,9 @@ def test_the_private_module_rule_sees_a_violation(tmp_path: Path) -> None:
         (tmp_path / folder / "__init__.py").write_text("")
     (tmp_path / "pkg" / "store" / "_fanout.py").write_text("X = 1\n")
     (tmp_path / "pkg" / "store" / "base.py").write_text("from pkg.store._fanout import X\nfrom . import _fanout\n")
-    (tmp_path / "pkg" / "egress" / "outbox.py").write_text("from pkg.store._fanout import X\nfrom ..store import _fanout\n")
+    (tmp_path / "pkg" / "egress" / "outbox.py").write_text(
+        "from pkg.store._fanout import X\nfrom ..store import _fanout\n"
+    )
     assert private_imports(tmp_path) == [
         "pkg.egress.outbox:1 -> pkg.store._fanout",
         "pkg.egress.outbox:2 -> pkg.store._fanout",

@@ -16,7 +16,11 @@ def _tool(name: str) -> str:
 
 def test_ruff_finds_nothing() -> None:
     result = subprocess.run(
-        [_tool("ruff"), "check", "--no-cache", "src", "tests", "bench"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [_tool("ruff"), "check", "--no-cache", "src", "tests", "bench"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -33,7 +37,5 @@ def test_ruff_format_is_settled() -> None:
 
 
 def test_mypy_strict_finds_nothing() -> None:
-    result = subprocess.run(
-        [_tool("mypy"), "--strict", "src"], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    result = subprocess.run([_tool("mypy"), "--strict", "src"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -8,15 +8,7 @@ gets one of its own, and one marked ``process`` a real ``tether serve`` (see
 from __future__ import annotations
 
 import pytest
-
-from backends import (  # noqa: F401 (fixtures)
-    backend,
-    shared_database,
-    start_host,
-    start_module_host,
-    start_process,
-    suite_host,
-)
+from backends import suite_host
 from harness import Host
 from keys import made_key
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from harness import Host, wait_until
 from inproc import create_key, run_cli
 from schemas import openwop_validator
@@ -34,7 +33,9 @@ def _unauthorized(response: httpx.Response) -> dict[str, Any]:
 
 
 def _create(http: httpx.Client, workflow: str = "approval-gated", inputs: dict[str, Any] | None = None) -> str:
-    response = http.post("/v1/runs", json={"workflowId": workflow, "inputs": {"prompt": "x"} if inputs is None else inputs})
+    response = http.post(
+        "/v1/runs", json={"workflowId": workflow, "inputs": {"prompt": "x"} if inputs is None else inputs}
+    )
     assert response.status_code == 201, response.text
     run_id: str = response.json()["runId"]
     return run_id
@@ -68,8 +69,20 @@ def _fake_key() -> str:
 def test_missing_or_malformed_credentials_are_401(host: Host, authorization: str | None) -> None:
     headers = {} if authorization is None else {"Authorization": authorization}
     with host.client() as http:
-        for method, path in (("GET", "/v1/runs"), ("POST", "/v1/runs"), ("GET", "/v1/runs/run_x/events"), ("GET", "/v1/workflows/echo")):
-            _unauthorized(http.request(method, path, headers=headers, json={"workflowId": "echo", "inputs": {"prompt": "x"}} if method == "POST" else None))
+        for method, path in (
+            ("GET", "/v1/runs"),
+            ("POST", "/v1/runs"),
+            ("GET", "/v1/runs/run_x/events"),
+            ("GET", "/v1/workflows/echo"),
+        ):
+            _unauthorized(
+                http.request(
+                    method,
+                    path,
+                    headers=headers,
+                    json={"workflowId": "echo", "inputs": {"prompt": "x"}} if method == "POST" else None,
+                )
+            )
 
 
 def test_unknown_key_is_401(host: Host, key: str) -> None:
@@ -94,7 +107,9 @@ def test_key_revoked_while_host_runs_stops_working(host: Host, key: str) -> None
     assert host.http(temp).get("/v1/runs").status_code == 200  # now cached by the host
     result = run_cli("keys", "revoke", "temp", data_dir=host.data_dir)
     assert "revoked" in result.stdout
-    wait_until(lambda: host.http(temp).get("/v1/runs").status_code == 401, timeout=10, what="the revoked key to be refused")
+    wait_until(
+        lambda: host.http(temp).get("/v1/runs").status_code == 401, timeout=10, what="the revoked key to be refused"
+    )
     _unauthorized(host.http(temp).get("/v1/runs"))
     _unauthorized(host.http(temp).post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "x"}}))
     assert host.http(key).get("/v1/runs").status_code == 200, "revoking one key leaves the others alone"
@@ -114,7 +129,9 @@ def test_key_created_while_host_runs_works(host: Host) -> None:
 @pytest.mark.fresh_host  # lists every run of the tenant
 def test_read_only_key_cannot_create(host: Host, key: str) -> None:
     reader = create_key(host.data_dir, "reader", "--scopes", "runs:read")
-    body = _envelope(host.http(reader).post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "x"}}), 403, "forbidden")
+    body = _envelope(
+        host.http(reader).post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "x"}}), 403, "forbidden"
+    )
     assert body.get("details", {}).get("scopeRequired") == "runs:create"
     assert host.http(key).get("/v1/runs").json()["runs"] == [], "a refused create made no run"
     run_id = _create(host.http(key), "echo")
@@ -134,7 +151,11 @@ def test_cancel_only_key_cannot_read(host: Host, key: str) -> None:
     for path in (f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/events/poll", "/v1/runs"):
         body = _envelope(host.http(canceller).get(path), 403, "forbidden")
         assert body["details"]["scopeRequired"] == "runs:read"
-    _envelope(host.http(canceller).post(f"/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "accept"}}), 403, "forbidden")
+    _envelope(
+        host.http(canceller).post(f"/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "accept"}}),
+        403,
+        "forbidden",
+    )
     assert host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "waiting-approval"
     cancelled = host.http(canceller).post(f"/v1/runs/{run_id}/cancel", json={})
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
@@ -205,7 +226,13 @@ def test_tenants_keep_their_own_runs_and_idempotency_keys(host: Host, key: str, 
 
 
 def test_create_naming_another_tenant_is_refused(host: Host, other_tenant_key: str) -> None:
-    _envelope(host.http(other_tenant_key).post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "x"}, "tenantId": "default"}), 403, "forbidden")
+    _envelope(
+        host.http(other_tenant_key).post(
+            "/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "x"}, "tenantId": "default"}
+        ),
+        403,
+        "forbidden",
+    )
     assert host.http(other_tenant_key).get("/v1/runs").json()["runs"] == []
 
 
@@ -240,7 +267,10 @@ def test_decided_by_is_the_keys_principal(host: Host) -> None:
     http = host.http(approver)
     run_id = _create(http)
     _wait_status(http, run_id, "waiting-approval")
-    response = http.post(f"/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "accept", "decidedBy": "mallory", "feedback": "ok"}})
+    response = http.post(
+        f"/v1/runs/{run_id}/interrupts/gate",
+        json={"resumeValue": {"action": "accept", "decidedBy": "mallory", "feedback": "ok"}},
+    )
     assert response.status_code == 200, response.text
     _wait_status(http, run_id, "completed")
     events = http.get(f"/v1/runs/{run_id}/events/poll", params={"timeout": 0}).json()["events"]

@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from harness import wait_until
 from inproc import InProcessHost
 from schemas import openwop_validator
@@ -33,7 +32,9 @@ class World:
     baseline: dict[str, Any]
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = self.http.get(f"/v1/runs/{run_id}/events/poll", params={"timeout": 0}).json()["events"]
+        events: list[dict[str, Any]] = self.http.get(f"/v1/runs/{run_id}/events/poll", params={"timeout": 0}).json()[
+            "events"
+        ]
         return events
 
     def state(self) -> dict[str, Any]:
@@ -64,10 +65,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     try:
         assert host.dev_key
         http = host.http(host.dev_key)
-        approval = http.post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "draft"}}).json()["runId"]
+        approval = http.post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "draft"}}).json()[
+            "runId"
+        ]
         clarification = http.post("/v1/runs", json={"workflowId": "clarification-gated"}).json()["runId"]
-        wait_until(lambda: http.get(f"/v1/runs/{approval}").json()["status"] == "waiting-approval", what="the approval gate")
-        wait_until(lambda: http.get(f"/v1/runs/{clarification}").json()["status"] == "waiting-input", what="the clarification gate")
+        wait_until(
+            lambda: http.get(f"/v1/runs/{approval}").json()["status"] == "waiting-approval", what="the approval gate"
+        )
+        wait_until(
+            lambda: http.get(f"/v1/runs/{clarification}").json()["status"] == "waiting-input",
+            what="the clarification gate",
+        )
         world = World(host, http, approval, clarification, {})
         world.baseline = world.state()
         assert world.baseline["approval"][1] == ("waiting-approval", world.baseline["approval"][1][1], "gate")
@@ -103,7 +111,13 @@ def _post_raw(w: World, path: str, content: bytes, content_type: str = "applicat
 
 @pytest.mark.parametrize(
     "content",
-    [b'{"workflowId": "echo", "inputs": ', b"{'workflowId': 'echo'}", b"not json at all", b'{"workflowId": "echo"} trailing', b"\xff\xfe"],
+    [
+        b'{"workflowId": "echo", "inputs": ',
+        b"{'workflowId': 'echo'}",
+        b"not json at all",
+        b'{"workflowId": "echo"} trailing',
+        b"\xff\xfe",
+    ],
     ids=["truncated", "single-quotes", "text", "trailing", "binary"],
 )
 def test_malformed_json_body(w: World, content: bytes) -> None:
@@ -145,12 +159,16 @@ def test_body_at_the_limit_is_read(w: World) -> None:
 
 
 def test_resolve_body_over_the_limit_is_413(w: World) -> None:
-    response = w.http.post(f"/v1/runs/{w.approval}/interrupts/gate", json={"resumeValue": {"action": "accept", "feedback": "f" * MAX_BODY}})
+    response = w.http.post(
+        f"/v1/runs/{w.approval}/interrupts/gate", json={"resumeValue": {"action": "accept", "feedback": "f" * MAX_BODY}}
+    )
     _refused(response, 413, "payload_too_large")
 
 
 def test_unknown_workflow(w: World) -> None:
-    body = _refused(w.http.post("/v1/runs", json={"workflowId": "no-such-workflow", "inputs": {}}), 400, "validation_error")
+    body = _refused(
+        w.http.post("/v1/runs", json={"workflowId": "no-such-workflow", "inputs": {}}), 400, "validation_error"
+    )
     assert "no-such-workflow" in body["message"]
     assert body["details"]["workflowId"] == "no-such-workflow"
 
@@ -173,7 +191,9 @@ def test_inputs_omitted_when_a_variable_is_required(w: World) -> None:
 
 @pytest.mark.parametrize("value", [5, 1.5, True, ["a"], {"a": 1}], ids=["int", "float", "bool", "list", "object"])
 def test_variable_of_the_wrong_type(w: World, value: Any) -> None:
-    body = _refused(w.http.post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": value}}), 400, "validation_error")
+    body = _refused(
+        w.http.post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": value}}), 400, "validation_error"
+    )
     assert "prompt" in body["message"]
     assert "string" in body["message"]
     assert body["details"]["errors"][0]["path"] == "inputs.prompt"
@@ -184,7 +204,9 @@ def test_inputs_not_an_object(w: World, inputs: Any) -> None:
     _refused(w.http.post("/v1/runs", json={"workflowId": "echo", "inputs": inputs}), 400, "validation_error")
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "text/html; charset=utf-8"])
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "text/html; charset=utf-8"]
+)
 def test_wrong_content_type(w: World, content_type: str) -> None:
     content = json.dumps({"workflowId": "echo", "inputs": {"prompt": "x"}}).encode()
     body = _refused(_post_raw(w, "/v1/runs", content, content_type), 415)
@@ -220,13 +242,24 @@ def test_unknown_fields_in_the_body(w: World, extra: dict[str, Any]) -> None:
         {"workflowId": "echo", "inputs": {"prompt": "x"}, "callbackUrl": "http://127.0.0.1:1/hook"},
         {"inputs": {"prompt": "x"}},
     ],
-    ids=["empty-id", "numeric-id", "long-id", "too-many-tags", "long-tag", "metadata-string", "callback", "no-workflow"],
+    ids=[
+        "empty-id",
+        "numeric-id",
+        "long-id",
+        "too-many-tags",
+        "long-tag",
+        "metadata-string",
+        "callback",
+        "no-workflow",
+    ],
 )
 def test_invalid_create_fields(w: World, doc: dict[str, Any]) -> None:
     _refused(w.http.post("/v1/runs", json=doc), 400, "validation_error")
 
 
-@pytest.mark.parametrize("key", ["has space", "x" * 256, "semi;colon", "é"], ids=["space", "long", "semicolon", "non-ascii"])
+@pytest.mark.parametrize(
+    "key", ["has space", "x" * 256, "semi;colon", "é"], ids=["space", "long", "semicolon", "non-ascii"]
+)
 def test_bad_idempotency_key(w: World, key: str) -> None:
     response = w.http.post(
         "/v1/runs",
@@ -257,14 +290,23 @@ def test_run_id_too_long(w: World, method: str, template: str, kwargs: dict[str,
     assert "128" in body["message"]
 
 
-@pytest.mark.parametrize("path", ["/v1/nothing", "/v1/runs/abc/nothing", "/v2/runs", "/", "/v1/workflows/no-such-workflow"])
+@pytest.mark.parametrize(
+    "path", ["/v1/nothing", "/v1/runs/abc/nothing", "/v2/runs", "/", "/v1/workflows/no-such-workflow"]
+)
 def test_unknown_route_is_404(w: World, path: str) -> None:
     _refused(w.http.get(path), 404)
 
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("DELETE", "/v1/runs"), ("PUT", "/v1/runs"), ("PATCH", "/v1/runs/{id}"), ("DELETE", "/v1/runs/{id}"), ("GET", "/v1/runs/{id}/cancel"), ("POST", "/.well-known/openwop")],
+    [
+        ("DELETE", "/v1/runs"),
+        ("PUT", "/v1/runs"),
+        ("PATCH", "/v1/runs/{id}"),
+        ("DELETE", "/v1/runs/{id}"),
+        ("GET", "/v1/runs/{id}/cancel"),
+        ("POST", "/.well-known/openwop"),
+    ],
 )
 def test_wrong_method_is_405(w: World, method: str, path: str) -> None:
     body = _refused(w.http.request(method, path.format(id=w.approval)), 405)
@@ -274,7 +316,14 @@ def test_wrong_method_is_405(w: World, method: str, path: str) -> None:
 
 @pytest.mark.parametrize(
     "params",
-    [{"lastSequence": "abc"}, {"lastSequence": "1.5"}, {"lastSequence": "-5"}, {"timeout": "61"}, {"timeout": "-1"}, {"timeout": "soon"}],
+    [
+        {"lastSequence": "abc"},
+        {"lastSequence": "1.5"},
+        {"lastSequence": "-5"},
+        {"timeout": "61"},
+        {"timeout": "-1"},
+        {"timeout": "soon"},
+    ],
 )
 def test_bad_poll_parameters(w: World, params: dict[str, str]) -> None:
     _refused(w.http.get(f"/v1/runs/{w.approval}/events/poll", params=params), 400, "validation_error")
@@ -319,9 +368,20 @@ def test_bad_cancel_body(w: World) -> None:
         {"action": "accept"},
     ],
     ids=[
-        "unknown-action", "refine-no-feedback", "refine-bad-scope", "refine-string", "edit-no-data", "ask-no-question",
-        "feedback-not-string", "empty-value", "string-value", "null-value", "list-value", "no-resume-value",
-        "extra-field", "unwrapped",
+        "unknown-action",
+        "refine-no-feedback",
+        "refine-bad-scope",
+        "refine-string",
+        "edit-no-data",
+        "ask-no-question",
+        "feedback-not-string",
+        "empty-value",
+        "string-value",
+        "null-value",
+        "list-value",
+        "no-resume-value",
+        "extra-field",
+        "unwrapped",
     ],
 )
 def test_bad_approval_resume_value(w: World, body: dict[str, Any]) -> None:
@@ -333,12 +393,20 @@ def test_bad_approval_resume_value(w: World, body: dict[str, Any]) -> None:
 
 
 def test_refine_without_feedback_names_the_field(w: World) -> None:
-    body = _refused(w.http.post(f"/v1/runs/{w.approval}/interrupts/gate", json={"resumeValue": {"action": "refine"}}), 400, "validation_error")
+    body = _refused(
+        w.http.post(f"/v1/runs/{w.approval}/interrupts/gate", json={"resumeValue": {"action": "refine"}}),
+        400,
+        "validation_error",
+    )
     assert "refineFeedback" in body["message"]
 
 
 def test_unknown_action_lists_the_allowed_ones(w: World) -> None:
-    body = _refused(w.http.post(f"/v1/runs/{w.approval}/interrupts/gate", json={"resumeValue": {"action": "approve-it"}}), 400, "validation_error")
+    body = _refused(
+        w.http.post(f"/v1/runs/{w.approval}/interrupts/gate", json={"resumeValue": {"action": "approve-it"}}),
+        400,
+        "validation_error",
+    )
     assert "approve-it" in body["message"]
     assert set(body["details"]["allowedActions"]) == {"accept", "reject", "refine", "edit-accept", "ask"}
 
@@ -354,10 +422,20 @@ def test_unknown_action_lists_the_allowed_ones(w: World) -> None:
         {"answer": "blue"},
         {"action": "accept"},
     ],
-    ids=["unknown-id-map", "unknown-id-list", "unanswered", "list-without-answer", "string", "no-answers", "approval-shape"],
+    ids=[
+        "unknown-id-map",
+        "unknown-id-list",
+        "unanswered",
+        "list-without-answer",
+        "string",
+        "no-answers",
+        "approval-shape",
+    ],
 )
 def test_bad_clarification_answers(w: World, value: Any) -> None:
-    body = _refused(w.http.post(f"/v1/runs/{w.clarification}/interrupts/ask", json={"resumeValue": value}), 400, "validation_error")
+    body = _refused(
+        w.http.post(f"/v1/runs/{w.clarification}/interrupts/ask", json={"resumeValue": value}), 400, "validation_error"
+    )
     if "nope" in json.dumps(value) or "q9" in json.dumps(value):
         assert "nope" in body["message"] or "q9" in body["message"]
     snapshot = w.http.get(f"/v1/runs/{w.clarification}").json()
@@ -366,8 +444,16 @@ def test_bad_clarification_answers(w: World, value: Any) -> None:
 
 
 def test_resolve_at_the_wrong_node(w: World) -> None:
-    _refused(w.http.post(f"/v1/runs/{w.approval}/interrupts/publish", json={"resumeValue": {"action": "accept"}}), 404, "interrupt_not_found")
-    _refused(w.http.post(f"/v1/runs/{w.clarification}/interrupts/gate", json={"resumeValue": {"action": "accept"}}), 404, "interrupt_not_found")
+    _refused(
+        w.http.post(f"/v1/runs/{w.approval}/interrupts/publish", json={"resumeValue": {"action": "accept"}}),
+        404,
+        "interrupt_not_found",
+    )
+    _refused(
+        w.http.post(f"/v1/runs/{w.clarification}/interrupts/gate", json={"resumeValue": {"action": "accept"}}),
+        404,
+        "interrupt_not_found",
+    )
 
 
 def test_resolve_with_a_forged_token(w: World) -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from backends import Hosts
 from harness import HostProcess, wait_until
 
@@ -22,12 +21,28 @@ SLOW = {
     "name": "Slow steps",
     "version": "1.0.0",
     "nodes": [
-        {"id": "a", "typeId": "core.identity", "name": "A", "position": {"x": 0, "y": 0}, "config": {},
-         "inputs": {"payload": {"type": "variable", "variableName": "prompt"}}},
-        {"id": "b", "typeId": "core.delay", "name": "B", "position": {"x": 1, "y": 0}, "config": {"delayMs": 3000}, "inputs": {}},
+        {
+            "id": "a",
+            "typeId": "core.identity",
+            "name": "A",
+            "position": {"x": 0, "y": 0},
+            "config": {},
+            "inputs": {"payload": {"type": "variable", "variableName": "prompt"}},
+        },
+        {
+            "id": "b",
+            "typeId": "core.delay",
+            "name": "B",
+            "position": {"x": 1, "y": 0},
+            "config": {"delayMs": 3000},
+            "inputs": {},
+        },
         {"id": "c", "typeId": "core.noop", "name": "C", "position": {"x": 2, "y": 0}, "config": {}, "inputs": {}},
     ],
-    "edges": [{"id": "e1", "sourceNodeId": "a", "targetNodeId": "b"}, {"id": "e2", "sourceNodeId": "b", "targetNodeId": "c"}],
+    "edges": [
+        {"id": "e1", "sourceNodeId": "a", "targetNodeId": "b"},
+        {"id": "e2", "sourceNodeId": "b", "targetNodeId": "c"},
+    ],
     "triggers": [{"id": "manual", "type": "manual"}],
     "variables": [{"name": "prompt", "type": "string"}],
     "metadata": {},
@@ -38,8 +53,21 @@ TIMED_GATE = {
     "id": "timed-gate",
     "name": "Timed gate",
     "version": "1.0.0",
-    "nodes": [{"id": "gate", "typeId": "core.approvalGate", "name": "Gate", "position": {"x": 0, "y": 0},
-               "config": {"title": "Decide within 4 s", "actions": ["accept", "reject"], "timeoutMs": 4000, "onTimeout": "approve"}, "inputs": {}}],
+    "nodes": [
+        {
+            "id": "gate",
+            "typeId": "core.approvalGate",
+            "name": "Gate",
+            "position": {"x": 0, "y": 0},
+            "config": {
+                "title": "Decide within 4 s",
+                "actions": ["accept", "reject"],
+                "timeoutMs": 4000,
+                "onTimeout": "approve",
+            },
+            "inputs": {},
+        }
+    ],
     "edges": [],
     "triggers": [{"id": "manual", "type": "manual"}],
     "variables": [],
@@ -83,13 +111,19 @@ def test_kill_during_delay_resumes_with_remaining_time(crash_host: HostProcess) 
     host = crash_host
     key = host.dev_key
     assert key
-    run_id = host.http(key).post("/v1/runs", json={"workflowId": "slow-steps", "inputs": {"prompt": "p"}}).json()["runId"]
-    wait_until(lambda: _run(host, key, run_id)["nodeStates"].get("b", {}).get("status") == "running", what="delay b to start")
+    run_id = (
+        host.http(key).post("/v1/runs", json={"workflowId": "slow-steps", "inputs": {"prompt": "p"}}).json()["runId"]
+    )
+    wait_until(
+        lambda: _run(host, key, run_id)["nodeStates"].get("b", {}).get("status") == "running", what="delay b to start"
+    )
     wake_at = _run(host, key, run_id)["nodeStates"]["b"]["wakeAt"]
     host.kill()
     host.start()
     assert "resumed 1 unfinished run" in host.startups[-1]
-    wait_until(lambda: _run(host, key, run_id)["status"] == "completed", timeout=20, what="the run to complete after restart")
+    wait_until(
+        lambda: _run(host, key, run_id)["status"] == "completed", timeout=20, what="the run to complete after restart"
+    )
     events = _events(host, key, run_id)
     _assert_log_is_clean(events)
     b_done = next(e for e in events if e["type"] == "node.completed" and e["nodeId"] == "b")
@@ -102,7 +136,11 @@ def test_kill_at_gate_keeps_the_interrupt(crash_host: HostProcess) -> None:
     host = crash_host
     key = host.dev_key
     assert key
-    run_id = host.http(key).post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "p"}}).json()["runId"]
+    run_id = (
+        host.http(key)
+        .post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "p"}})
+        .json()["runId"]
+    )
     wait_until(lambda: _run(host, key, run_id)["status"] == "waiting-approval", what="the gate")
     before = _run(host, key, run_id)["interrupt"]
     host.kill()
@@ -131,7 +169,9 @@ def test_gate_deadline_survives_a_crash(crash_host: HostProcess) -> None:
     assert run["error"]["code"] == "approval_rejected"
     events = _events(host, key, run_id)
     received = [e for e in events if e["type"] == "approval.received"]
-    assert [e["payload"]["action"] for e in received] == ["timeout"], "a timeout never grants, even with onTimeout approve"
+    assert [e["payload"]["action"] for e in received] == ["timeout"], (
+        "a timeout never grants, even with onTimeout approve"
+    )
     _assert_log_is_clean(events)
 
 
@@ -139,13 +179,28 @@ def test_kill_with_many_runs_in_flight(crash_host: HostProcess) -> None:
     host = crash_host
     key = host.dev_key
     assert key
-    ids = [host.http(key).post("/v1/runs", json={"workflowId": "slow-steps", "inputs": {"prompt": str(i)}}).json()["runId"] for i in range(20)]
-    gated = [host.http(key).post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": str(i)}}).json()["runId"] for i in range(5)]
+    ids = [
+        host.http(key).post("/v1/runs", json={"workflowId": "slow-steps", "inputs": {"prompt": str(i)}}).json()["runId"]
+        for i in range(20)
+    ]
+    gated = [
+        host.http(key)
+        .post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": str(i)}})
+        .json()["runId"]
+        for i in range(5)
+    ]
     host.kill()
     host.start()
     for run_id in gated:
         wait_until(lambda r=run_id: _run(host, key, r)["status"] == "waiting-approval", what=f"{run_id} at its gate")
-        assert host.http(key).post(f"/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "accept"}}).status_code == 200
+        assert (
+            host.http(key)
+            .post(f"/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "accept"}})
+            .status_code
+            == 200
+        )
     for run_id in ids + gated:
-        wait_until(lambda r=run_id: _run(host, key, r)["status"] == "completed", timeout=30, what=f"{run_id} to complete")
+        wait_until(
+            lambda r=run_id: _run(host, key, r)["status"] == "completed", timeout=30, what=f"{run_id} to complete"
+        )
         _assert_log_is_clean(_events(host, key, run_id))

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from backends import Hosts
 from harness import Host, HostProcess, wait_until
 from inproc import InProcessHost
@@ -43,7 +42,10 @@ def test_seeded_fixtures_are_stored_once_and_listed_honestly(start_process: Host
     run_id = host.http(key).post("/v1/runs", json={"workflowId": "conformance-approval-reject-routed"}).json()["runId"]
     wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "waiting-approval", what="the gate")
     host.http(key).post(f"/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "reject"}})
-    wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "completed", what="reject routed to on-reject")
+    wait_until(
+        lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "completed",
+        what="reject routed to on-reject",
+    )
     states = host.http(key).get(f"/v1/runs/{run_id}").json()["nodeStates"]
     assert states["on-reject"]["status"] == "completed" and states["on-accept"]["status"] == "skipped"
 
@@ -52,8 +54,13 @@ def test_interrupt_token_expires_with_its_gate(start_host: Hosts[InProcessHost])
     host = start_host("--seed-fixtures", str(fixtures_dir()))
     key = host.dev_key
     run_id = host.http(key).post("/v1/runs", json={"workflowId": "conformance-approval-timeout"}).json()["runId"]
-    token = wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json().get("interrupt", {}).get("interruptToken"), what="a token")
-    wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "failed", what="the gate to time out")
+    token = wait_until(
+        lambda: host.http(key).get(f"/v1/runs/{run_id}").json().get("interrupt", {}).get("interruptToken"),
+        what="a token",
+    )
+    wait_until(
+        lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == "failed", what="the gate to time out"
+    )
     late = host.http().post(f"/v1/interrupts/{token}", json={"resumeValue": {"action": "accept"}})
     assert late.status_code == 410 and late.json()["error"] == "interrupt_expired"
     forged = host.http().get(f"/v1/interrupts/{token[:-4]}AAAA")
@@ -62,8 +69,14 @@ def test_interrupt_token_expires_with_its_gate(start_host: Hosts[InProcessHost])
 
 @pytest.mark.process  # SIGTERM and the exit code
 def test_sigterm_is_graceful_and_nothing_is_lost(host: HostProcess, key: str) -> None:
-    run_id = host.http(key).post("/v1/runs", json={"workflowId": "multi-step", "inputs": {"prompt": "p"}}).json()["runId"]
-    gated = host.http(key).post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "p"}}).json()["runId"]
+    run_id = (
+        host.http(key).post("/v1/runs", json={"workflowId": "multi-step", "inputs": {"prompt": "p"}}).json()["runId"]
+    )
+    gated = (
+        host.http(key)
+        .post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "p"}})
+        .json()["runId"]
+    )
     wait_until(lambda: host.http(key).get(f"/v1/runs/{gated}").json()["status"] == "waiting-approval", what="the gate")
     assert host.stop() == 0
     host.start()
@@ -147,8 +160,16 @@ def test_a_first_start_makes_its_data_directory(tmp_path: Path) -> None:
 def test_sigterm_ends_open_streams_cleanly_and_at_once(host: HostProcess, key: str) -> None:
     """A stream never ends by itself; on shutdown its response completes (no cut connection,
     no task cancelled after the graceful timeout), and its client re-attaches elsewhere."""
-    message = {"kind": "message", "role": "user", "messageId": "m-stop", "parts": [{"kind": "text", "text": "x"}], "metadata": {"skillId": "approval-gated"}}
-    sent = host.http(key).post("/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}})
+    message = {
+        "kind": "message",
+        "role": "user",
+        "messageId": "m-stop",
+        "parts": [{"kind": "text", "text": "x"}],
+        "metadata": {"skillId": "approval-gated"},
+    }
+    sent = host.http(key).post(
+        "/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    )
     task_id = sent.json()["result"]["id"]
     outcome: list[object] = []
     attached = threading.Semaphore(0)

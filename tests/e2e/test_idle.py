@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from harness import HostProcess, wait_until
 
 APPROVAL_RUNS = 200
@@ -21,7 +20,10 @@ CLARIFICATION_RUNS = 5
 WINDOW_SECONDS = 5.0
 MAX_CPU_SECONDS = 0.05  # 1 % of one core over the window
 
-pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"), pytest.mark.process]  # its CPU time
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
+    pytest.mark.process,
+]  # its CPU time
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -45,7 +47,10 @@ def test_waiting_runs_cost_no_cpu(host: HostProcess, key: str) -> None:
     def create(chunk: list[str]) -> None:
         with host.client(key) as http:
             for workflow in chunk:
-                response = http.post("/v1/runs", json={"workflowId": workflow, "inputs": {"prompt": "idle"} if workflow == "approval-gated" else {}})
+                response = http.post(
+                    "/v1/runs",
+                    json={"workflowId": workflow, "inputs": {"prompt": "idle"} if workflow == "approval-gated" else {}},
+                )
                 if response.status_code != 201:
                     with lock:
                         failures.append(response.text)
@@ -57,8 +62,18 @@ def test_waiting_runs_cost_no_cpu(host: HostProcess, key: str) -> None:
         t.join(120)
     assert not failures, failures[:3]
 
-    wait_until(lambda: _count(host, key, "waiting-approval") == APPROVAL_RUNS, timeout=60, interval=0.2, what="every approval run to wait")
-    wait_until(lambda: _count(host, key, "waiting-input") == CLARIFICATION_RUNS, timeout=30, interval=0.2, what="every clarification run to wait")
+    wait_until(
+        lambda: _count(host, key, "waiting-approval") == APPROVAL_RUNS,
+        timeout=60,
+        interval=0.2,
+        what="every approval run to wait",
+    )
+    wait_until(
+        lambda: _count(host, key, "waiting-input") == CLARIFICATION_RUNS,
+        timeout=30,
+        interval=0.2,
+        what="every clarification run to wait",
+    )
     assert _count(host, key, "running") == 0 and _count(host, key, "pending") == 0
     host.close_clients()  # no idle keep-alive connection of ours in the window
 
@@ -72,7 +87,9 @@ def test_waiting_runs_cost_no_cpu(host: HostProcess, key: str) -> None:
     elapsed = time.monotonic() - started
     assert WINDOW_SECONDS <= elapsed < WINDOW_SECONDS + 1.0
     used = after - before
-    assert used < MAX_CPU_SECONDS, f"the idle host used {used:.3f} s of CPU in {elapsed:.2f} s with {len(plan)} waiting runs"
+    assert used < MAX_CPU_SECONDS, (
+        f"the idle host used {used:.3f} s of CPU in {elapsed:.2f} s with {len(plan)} waiting runs"
+    )
 
     # Still alive and answering, with every run still parked.
     assert host.proc is not None and host.proc.poll() is None

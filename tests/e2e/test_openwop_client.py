@@ -5,11 +5,10 @@ from __future__ import annotations
 import threading
 
 import pytest
+from harness import Host, wait_until
 from openwop_client import OpenwopClient
 from openwop_client.errors import WopError
 from openwop_client.types import CancelRunRequest, CreateRunRequest, ResolveInterruptRequest
-
-from harness import Host, wait_until
 from schemas import openwop_validator
 
 
@@ -53,7 +52,9 @@ def test_approval_resolved_through_the_client(client: OpenwopClient) -> None:
     _wait_status(client, created.runId, "waiting-approval")
     snapshot = client.runs_get(created.runId)
     assert snapshot.currentNodeId == "gate"
-    resolved = client.interrupts_resolve_by_run(created.runId, "gate", ResolveInterruptRequest(resumeValue={"action": "accept", "feedback": "ship it"}))
+    resolved = client.interrupts_resolve_by_run(
+        created.runId, "gate", ResolveInterruptRequest(resumeValue={"action": "accept", "feedback": "ship it"})
+    )
     assert resolved.nodeId == "gate"
     events = list(client.runs_events(created.runId, stream_mode="debug"))
     received = [e for e in events if e.type == "approval.received"]
@@ -67,7 +68,9 @@ def test_refine_needs_feedback_and_token_resolution(client: OpenwopClient, host:
     created = client.runs_create(CreateRunRequest(workflowId="approval-gated", inputs={"prompt": "draft"}))
     _wait_status(client, created.runId, "waiting-approval")
     with pytest.raises(WopError) as refused:
-        client.interrupts_resolve_by_run(created.runId, "gate", ResolveInterruptRequest(resumeValue={"action": "refine"}))
+        client.interrupts_resolve_by_run(
+            created.runId, "gate", ResolveInterruptRequest(resumeValue={"action": "refine"})
+        )
     assert refused.value.status == 400
     token = host.http(key).get(f"/v1/runs/{created.runId}").json()["interrupt"]["interruptToken"]
     inspected = client.interrupts_inspect_by_token(token)
@@ -83,7 +86,9 @@ def test_refine_needs_feedback_and_token_resolution(client: OpenwopClient, host:
 def test_clarification_answers_as_list(client: OpenwopClient) -> None:
     created = client.runs_create(CreateRunRequest(workflowId="clarification-gated"))
     _wait_status(client, created.runId, "waiting-input")
-    client.interrupts_resolve_by_run(created.runId, "ask", ResolveInterruptRequest(resumeValue={"answers": [{"id": "q1", "answer": "blue"}]}))
+    client.interrupts_resolve_by_run(
+        created.runId, "ask", ResolveInterruptRequest(resumeValue={"answers": [{"id": "q1", "answer": "blue"}]})
+    )
     events = list(client.runs_events(created.runId, stream_mode="debug"))
     resolved = [e for e in events if e.type == "clarification.resolved"]
     assert resolved[0].payload["answers"] == {"q1": "blue"}
@@ -113,11 +118,16 @@ def test_cancel_waiting_and_running_runs(client: OpenwopClient) -> None:
     _wait_status(client, waiting.runId, "waiting-approval")
     assert client.runs_cancel(waiting.runId, CancelRunRequest(reason="no longer needed")).status == "cancelled"
     with pytest.raises(WopError) as gone:
-        client.interrupts_resolve_by_run(waiting.runId, "gate", ResolveInterruptRequest(resumeValue={"action": "accept"}))
+        client.interrupts_resolve_by_run(
+            waiting.runId, "gate", ResolveInterruptRequest(resumeValue={"action": "accept"})
+        )
     assert gone.value.status == 422
 
     running = client.runs_create(CreateRunRequest(workflowId="multi-step", inputs={"prompt": "x"}))
-    wait_until(lambda: (client.runs_get(running.runId).nodeStates or {}).get("b", {}).get("status") == "running", what="the delay to start")
+    wait_until(
+        lambda: (client.runs_get(running.runId).nodeStates or {}).get("b", {}).get("status") == "running",
+        what="the delay to start",
+    )
     assert client.runs_cancel(running.runId).status in ("cancelling", "cancelled")
     events = list(client.runs_events(running.runId, stream_mode="debug"))
     assert events[-1].type == "run.cancelled"
@@ -137,11 +147,17 @@ def test_idempotent_create(client: OpenwopClient, host: Host, key: str) -> None:
     first = client.runs_create(request, idempotency_key="order-42")
     second = client.runs_create(request, idempotency_key="order-42")
     assert first.runId == second.runId
-    replay = host.http(key).post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "once"}}, headers={"Idempotency-Key": "order-42"})
+    replay = host.http(key).post(
+        "/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "once"}}, headers={"Idempotency-Key": "order-42"}
+    )
     assert replay.headers["openwop-Idempotent-Replay"] == "true"
     with pytest.raises(WopError) as mismatch:
         client.runs_create(CreateRunRequest(workflowId="echo", inputs={"prompt": "twice"}), idempotency_key="order-42")
-    assert mismatch.value.status == 409 and mismatch.value.envelope and mismatch.value.envelope.error == "idempotency_key_mismatch"
+    assert (
+        mismatch.value.status == 409
+        and mismatch.value.envelope
+        and mismatch.value.envelope.error == "idempotency_key_mismatch"
+    )
     runs = host.http(key).get("/v1/runs", params={"workflowId": "echo"}).json()["runs"]
     assert [r["runId"] for r in runs] == [first.runId]
 
@@ -152,7 +168,11 @@ def test_concurrent_idempotent_creates_make_one_run(host: Host, key: str) -> Non
 
     def create() -> None:
         with host.client(key) as http:
-            response = http.post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "race"}}, headers={"Idempotency-Key": "race-1"})
+            response = http.post(
+                "/v1/runs",
+                json={"workflowId": "echo", "inputs": {"prompt": "race"}},
+                headers={"Idempotency-Key": "race-1"},
+            )
             assert response.status_code == 201
             results.append(response.json()["runId"])
 
@@ -175,7 +195,11 @@ def test_concurrent_resolves_one_wins(host: Host, key: str, client: OpenwopClien
     def resolve() -> None:
         with host.client(key) as http:
             barrier.wait()
-            codes.append(http.post(f"/v1/runs/{created.runId}/interrupts/gate", json={"resumeValue": {"action": "accept"}}).status_code)
+            codes.append(
+                http.post(
+                    f"/v1/runs/{created.runId}/interrupts/gate", json={"resumeValue": {"action": "accept"}}
+                ).status_code
+            )
 
     threads = [threading.Thread(target=resolve) for _ in range(2)]
     for t in threads:

@@ -15,18 +15,35 @@ from typing import Any
 
 import httpx
 import pytest
-
 from harness import Host, wait_until
 from schemas import openwop_validator
 
 STREAM_TIMEOUT = 20.0
 # The updates tier as the spec lists it (reference §3.6): everything else is debug-only.
-SPEC_UPDATES = frozenset({
-    "run.started", "run.completed", "run.failed", "run.cancelled", "run.paused", "run.resumed",
-    "node.completed", "node.failed", "node.skipped", "node.suspended", "node.dispatched",
-    "approval.requested", "approval.received", "clarification.requested", "clarification.resolved",
-    "interrupt.requested", "interrupt.resolved", "artifact.created", "run.annotated", "workspace.updated",
-})
+SPEC_UPDATES = frozenset(
+    {
+        "run.started",
+        "run.completed",
+        "run.failed",
+        "run.cancelled",
+        "run.paused",
+        "run.resumed",
+        "node.completed",
+        "node.failed",
+        "node.skipped",
+        "node.suspended",
+        "node.dispatched",
+        "approval.requested",
+        "approval.received",
+        "clarification.requested",
+        "clarification.resolved",
+        "interrupt.requested",
+        "interrupt.resolved",
+        "artifact.created",
+        "run.annotated",
+        "workspace.updated",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -62,13 +79,17 @@ def _frames(response: httpx.Response) -> Iterator[Frame]:
 
 
 @contextmanager
-def _stream(host: Host, key: str, run_id: str, *, mode: str | None = "debug", last_event_id: str | None = None) -> Iterator[httpx.Response]:
+def _stream(
+    host: Host, key: str, run_id: str, *, mode: str | None = "debug", last_event_id: str | None = None
+) -> Iterator[httpx.Response]:
     headers = {"Accept": "text/event-stream"}
     if last_event_id is not None:
         headers["Last-Event-ID"] = last_event_id
     params = {"streamMode": mode} if mode is not None else {}
     with host.client(key) as http:
-        with http.stream("GET", f"/v1/runs/{run_id}/events", params=params, headers=headers, timeout=STREAM_TIMEOUT) as response:
+        with http.stream(
+            "GET", f"/v1/runs/{run_id}/events", params=params, headers=headers, timeout=STREAM_TIMEOUT
+        ) as response:
             yield response
 
 
@@ -112,11 +133,15 @@ def _create(host: Host, key: str, workflow: str, inputs: dict[str, Any] | None =
 
 
 def _wait_status(host: Host, key: str, run_id: str, status: str) -> None:
-    wait_until(lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == status, what=f"{run_id} to be {status}")
+    wait_until(
+        lambda: host.http(key).get(f"/v1/runs/{run_id}").json()["status"] == status, what=f"{run_id} to be {status}"
+    )
 
 
 def _log(host: Host, key: str, run_id: str) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = host.http(key).get(f"/v1/runs/{run_id}/events/poll", params={"timeout": 0}).json()["events"]
+    events: list[dict[str, Any]] = (
+        host.http(key).get(f"/v1/runs/{run_id}/events/poll", params={"timeout": 0}).json()["events"]
+    )
     return events
 
 
@@ -190,7 +215,9 @@ def test_last_event_id_resumes_on_a_terminal_run_and_past_its_end(host: Host, ke
 @pytest.mark.parametrize("value", ["abc", "1.5", "evt_0123", "-7"])
 def test_non_numeric_last_event_id_is_refused(host: Host, key: str, value: str) -> None:
     run_id = _create(host, key, "echo", {"prompt": "p"})
-    response = host.http(key).get(f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": value, "Accept": "text/event-stream"})
+    response = host.http(key).get(
+        f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": value, "Accept": "text/event-stream"}
+    )
     assert response.status_code == 400
     body = response.json()
     openwop_validator("error-envelope").validate(body)
@@ -290,7 +317,9 @@ def test_updates_mode_omits_node_started_and_debug_has_it(host: Host, key: str) 
 @pytest.mark.parametrize("mode", ["bogus", "updates,bogus", "values", "DEBUG"])
 def test_unknown_stream_mode_is_refused(host: Host, key: str, mode: str) -> None:
     run_id = _create(host, key, "echo", {"prompt": "p"})
-    response = host.http(key).get(f"/v1/runs/{run_id}/events", params={"streamMode": mode}, headers={"Accept": "text/event-stream"})
+    response = host.http(key).get(
+        f"/v1/runs/{run_id}/events", params={"streamMode": mode}, headers={"Accept": "text/event-stream"}
+    )
     assert response.status_code == 400
     body = response.json()
     openwop_validator("error-envelope").validate(body)

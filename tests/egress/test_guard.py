@@ -157,6 +157,7 @@ def test_extra_denied_hosts_cover_the_name_and_its_subdomains() -> None:
 
 # --------------------------------------------------------------------------- url arm
 
+
 @pytest.mark.parametrize(
     "url",
     [
@@ -214,6 +215,7 @@ def test_a_non_string_url_is_refused() -> None:
 
 # --------------------------------------------------------------------------- scheme arm
 
+
 @pytest.mark.parametrize(
     "url",
     [
@@ -259,6 +261,7 @@ def test_allow_cidrs_exempt_only_the_matching_addresses() -> None:
 
 # --------------------------------------------------------------------------- passes
 
+
 @pytest.mark.parametrize(
     ("url", "host", "port"),
     [
@@ -291,6 +294,7 @@ def test_classify_address_passes_global_addresses(address: str) -> None:
 
 
 # --------------------------------------------------------------------------- resolve_and_check
+
 
 async def test_a_name_passes_when_every_answer_is_public() -> None:
     resolver = FakeResolver({"push.example.com": ["93.184.216.34", "2606:4700::1111", "93.184.216.34"]})
@@ -389,6 +393,7 @@ async def test_the_system_resolver_returns_address_strings() -> None:
 
 
 # --------------------------------------------------------------------------- policy
+
 
 @pytest.mark.parametrize("cidr", ["not-a-cidr", "10.0.0.1/8", "300.0.0.0/8", "fd00::/129"])
 def test_policy_rejects_bad_cidrs(cidr: str) -> None:

@@ -10,8 +10,8 @@ import httpx
 import orjson
 import pytest
 
-from tether.egress.outbox import OutboxWorker, RetrySchedule
 from tether import clock
+from tether.egress.outbox import OutboxWorker, RetrySchedule
 from tether.secrets import SecretBox
 from tether.store.base import Commit, EventRow, Fanout, PushConfigRow, RunRow, WebhookRow
 from tether.store.sqlite import SqliteStore
@@ -33,23 +33,42 @@ async def _enqueue_push(store: SqliteStore, task_id: str, seq: int, final: bool 
             run=run,
             events=[EventRow(task_id, seq, b"{}")],
             expected_sequence=seq - 1,
-            extras=[Fanout(kind="a2a-push", tenant="default", run_id=task_id, sequence=seq, body=orjson.dumps({"seq": seq}), task_id=task_id, final=final)],
+            extras=[
+                Fanout(
+                    kind="a2a-push",
+                    tenant="default",
+                    run_id=task_id,
+                    sequence=seq,
+                    body=orjson.dumps({"seq": seq}),
+                    task_id=task_id,
+                    final=final,
+                )
+            ],
         )
     )
 
 
-async def _push_config(store: SqliteStore, task_id: str, config_id: str = "c1", token: str | None = "tok-secret") -> None:
+async def _push_config(
+    store: SqliteStore, task_id: str, config_id: str = "c1", token: str | None = "tok-secret"
+) -> None:
     await store.put_push_config(
         PushConfigRow(
-            task_id, config_id, "default", "https://receiver.test/push",
+            task_id,
+            config_id,
+            "default",
+            "https://receiver.test/push",
             BOX.fingerprint(token) if token else None,
             BOX.seal(token, context=f"push-token:{config_id}") if token else None,
-            ["Bearer"], BOX.seal("cred-secret", context=f"push-auth:{config_id}"), clock.now_iso(),
+            ["Bearer"],
+            BOX.seal("cred-secret", context=f"push-auth:{config_id}"),
+            clock.now_iso(),
         )
     )
 
 
-def _worker(store: SqliteStore, handler: Callable[[httpx.Request], httpx.Response], schedule: str = "10ms,10ms") -> OutboxWorker:
+def _worker(
+    store: SqliteStore, handler: Callable[[httpx.Request], httpx.Response], schedule: str = "10ms,10ms"
+) -> OutboxWorker:
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler), follow_redirects=False)
     return OutboxWorker(store, client, BOX, RetrySchedule.parse(schedule))
 
@@ -84,7 +103,13 @@ def _count(items: list[object], n: int) -> Callable[[], Awaitable[bool]]:
 
 
 async def test_pushes_in_order_with_credentials_then_discards_them(store: SqliteStore) -> None:
-    await store.commit(Commit(run=RunRow("t1", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()), events=[], expected_sequence=None))
+    await store.commit(
+        Commit(
+            run=RunRow("t1", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()),
+            events=[],
+            expected_sequence=None,
+        )
+    )
     await _push_config(store, "t1")
     for seq in (0, 1):
         await _enqueue_push(store, "t1", seq, final=(seq == 1))
@@ -106,7 +131,13 @@ async def test_pushes_in_order_with_credentials_then_discards_them(store: Sqlite
 
 
 async def test_retries_on_the_ladder_then_dead_letters(store: SqliteStore) -> None:
-    await store.commit(Commit(run=RunRow("t2", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()), events=[], expected_sequence=None))
+    await store.commit(
+        Commit(
+            run=RunRow("t2", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()),
+            events=[],
+            expected_sequence=None,
+        )
+    )
     await _push_config(store, "t2")
     await _enqueue_push(store, "t2", 0)
     ids: list[str] = []
@@ -127,7 +158,13 @@ async def test_retries_on_the_ladder_then_dead_letters(store: SqliteStore) -> No
 
 @pytest.mark.parametrize(("status", "attempts"), [(400, 1), (302, 3), (429, 3)])
 async def test_which_answers_are_retried(store: SqliteStore, status: int, attempts: int) -> None:
-    await store.commit(Commit(run=RunRow("t3", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()), events=[], expected_sequence=None))
+    await store.commit(
+        Commit(
+            run=RunRow("t3", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()),
+            events=[],
+            expected_sequence=None,
+        )
+    )
     await _push_config(store, "t3")
     await _enqueue_push(store, "t3", 0)
     seen: list[int] = []
@@ -145,8 +182,30 @@ async def test_webhook_fanout_matches_events_and_signs(store: SqliteStore) -> No
     from openwop_client.webhook_helpers import read_webhook_headers, verify_webhook_signature
 
     secret = "s" * 64
-    await store.put_webhook(WebhookRow("wh_1", "default", "https://hooks.test/x", ["run.completed"], [], BOX.seal(secret, context="webhook:wh_1"), BOX.fingerprint(secret), clock.now_iso()))
-    await store.put_webhook(WebhookRow("wh_2", "other", "https://hooks.test/y", ["run.completed"], [], BOX.seal(secret, context="webhook:wh_2"), BOX.fingerprint(secret), clock.now_iso()))
+    await store.put_webhook(
+        WebhookRow(
+            "wh_1",
+            "default",
+            "https://hooks.test/x",
+            ["run.completed"],
+            [],
+            BOX.seal(secret, context="webhook:wh_1"),
+            BOX.fingerprint(secret),
+            clock.now_iso(),
+        )
+    )
+    await store.put_webhook(
+        WebhookRow(
+            "wh_2",
+            "other",
+            "https://hooks.test/y",
+            ["run.completed"],
+            [],
+            BOX.seal(secret, context="webhook:wh_2"),
+            BOX.fingerprint(secret),
+            clock.now_iso(),
+        )
+    )
     now = clock.now_iso()
     for seq, kind in enumerate(["run.started", "run.completed"]):
         body = orjson.dumps({"runId": "r1", "workspaceId": "default", "event": {"type": kind, "sequence": seq}})
@@ -155,7 +214,9 @@ async def test_webhook_fanout_matches_events_and_signs(store: SqliteStore) -> No
                 run=RunRow("r1", "default", "echo", "running", seq, {}, now, now),
                 events=[EventRow("r1", seq, b"{}")],
                 expected_sequence=None if seq == 0 else seq - 1,
-                extras=[Fanout(kind="webhook", tenant="default", run_id="r1", sequence=seq, body=body, event_type=kind)],
+                extras=[
+                    Fanout(kind="webhook", tenant="default", run_id="r1", sequence=seq, body=body, event_type=kind)
+                ],
             )
         )
     received: list[httpx.Request] = []
@@ -168,7 +229,9 @@ async def test_webhook_fanout_matches_events_and_signs(store: SqliteStore) -> No
     assert found is not None
     signature, timestamp = found[0], found[1]
     assert verify_webhook_signature(secret, signature, timestamp, request.content).valid
-    assert verify_webhook_signature(secret, request.headers["X-openwop-Signature"], request.headers["X-openwop-Timestamp"], request.content).valid
+    assert verify_webhook_signature(
+        secret, request.headers["X-openwop-Signature"], request.headers["X-openwop-Timestamp"], request.content
+    ).valid
 
 
 class _RebindingResolver:
@@ -206,8 +269,16 @@ async def test_dns_rebinding_sends_nothing(store: SqliteStore) -> None:
     await guard.resolve_and_check("https://rebind.example/push")  # registration: public, accepted
     backend = _NoDialBackend()
     client = build_egress_client(guard, network_backend=backend)  # type: ignore[arg-type]
-    await store.commit(Commit(run=RunRow("t9", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()), events=[], expected_sequence=None))
-    await store.put_push_config(PushConfigRow("t9", "c1", "default", "https://rebind.example/push", None, None, [], None, clock.now_iso()))
+    await store.commit(
+        Commit(
+            run=RunRow("t9", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()),
+            events=[],
+            expected_sequence=None,
+        )
+    )
+    await store.put_push_config(
+        PushConfigRow("t9", "c1", "default", "https://rebind.example/push", None, None, [], None, clock.now_iso())
+    )
     await _enqueue_push(store, "t9", 0)
     worker = OutboxWorker(store, client, BOX, RetrySchedule.parse("10ms"))
     await _drain(worker, _dead(store))
@@ -218,7 +289,13 @@ async def test_dns_rebinding_sends_nothing(store: SqliteStore) -> None:
 
 
 async def test_a_secret_sealed_by_another_host_key_is_a_clear_dead_letter(store: SqliteStore) -> None:
-    await store.commit(Commit(run=RunRow("t8", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()), events=[], expected_sequence=None))
+    await store.commit(
+        Commit(
+            run=RunRow("t8", "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()),
+            events=[],
+            expected_sequence=None,
+        )
+    )
     await _push_config(store, "t8")  # sealed with BOX
     await _enqueue_push(store, "t8", 0)
     client = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(204)))

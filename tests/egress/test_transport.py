@@ -69,7 +69,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
         )
 
-    def _reply(self, status: int, body: bytes = b"", headers: Iterable[tuple[str, str]] = (), length: bool = True) -> None:
+    def _reply(
+        self, status: int, body: bytes = b"", headers: Iterable[tuple[str, str]] = (), length: bool = True
+    ) -> None:
         self.send_response(status)
         for name, value in headers:
             self.send_header(name, value)
@@ -234,7 +236,9 @@ def url(receiver: Receiver, path: str, host: str = "receiver.test") -> str:
 async def test_a_post_reaches_the_checked_address_with_the_original_name(
     client: httpx.AsyncClient, receiver: Receiver, resolver: CountingResolver, backend: RecordingBackend
 ) -> None:
-    response = await client.post(url(receiver, "/push"), content=b'{"hello":1}', headers={"Content-Type": "application/json"})
+    response = await client.post(
+        url(receiver, "/push"), content=b'{"hello":1}', headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == 200
     assert response.content == b"ok"
     [request] = receiver.requests
@@ -410,7 +414,9 @@ async def test_the_transport_lifecycle(resolver: CountingResolver) -> None:
 
 
 async def test_the_pinned_backend_dials_nothing_but_its_target() -> None:
-    target = PinnedTarget(url="https://a.example/", host="a.example", port=443, addresses=(ipaddress.ip_address("93.184.216.34"),))
+    target = PinnedTarget(
+        url="https://a.example/", host="a.example", port=443, addresses=(ipaddress.ip_address("93.184.216.34"),)
+    )
     backend = RecordingBackend()
     pinned = _PinnedBackend(target, backend)
     with pytest.raises(httpcore.ConnectError, match="refusing to connect to b.example:443"):

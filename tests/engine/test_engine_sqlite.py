@@ -14,19 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from schemas import openwop_validator
+
 from tether.auth.keys import ALL_SCOPES
 from tether.engine.engine import Engine
-from tether.types import Principal
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows
 from tether.engine.state import fold
-from tether.types import TERMINAL
 from tether.engine.workflow import load_workflow
 from tether.errors import Conflict, Unprocessable
 from tether.store.base import RunRow
 from tether.store.sqlite import SqliteStore
+from tether.types import TERMINAL, Principal
 
 ALICE = Principal("default", "key:alice", frozenset(ALL_SCOPES))
 WAIT = 10.0
@@ -34,7 +33,15 @@ Doc = dict[str, Any]
 
 
 def _node(node_id: str, type_id: str = "core.noop", **extra: Any) -> Doc:
-    return {"id": node_id, "typeId": type_id, "name": node_id, "position": {"x": 0, "y": 0}, "config": {}, "inputs": {}, **extra}
+    return {
+        "id": node_id,
+        "typeId": type_id,
+        "name": node_id,
+        "position": {"x": 0, "y": 0},
+        "config": {},
+        "inputs": {},
+        **extra,
+    }
 
 
 def _workflow(workflow_id: str, nodes: list[Doc], edges: list[Doc], variables: list[Doc] | None = None) -> Doc:
@@ -74,7 +81,14 @@ TEST_WORKFLOWS = [
     _workflow(
         "bad-condition",
         [_node("a"), _node("b")],
-        [{"id": "e1", "sourceNodeId": "a", "targetNodeId": "b", "condition": {"type": "expression", "expression": "length(variables.n)"}}],
+        [
+            {
+                "id": "e1",
+                "sourceNodeId": "a",
+                "targetNodeId": "b",
+                "condition": {"type": "expression", "expression": "length(variables.n)"},
+            }
+        ],
         [{"name": "n", "type": "number", "defaultValue": 5}],
     ),
 ]
@@ -139,7 +153,9 @@ async def _assert_consistent(env: Env, run_id: str) -> tuple[RunRow, list[Doc]]:
     for doc in docs:
         validator.validate(doc)
         assert doc["runId"] == run_id
-    assert row.state == fold(run_id, row.workflow_id, row.created_at, docs), "the stored state is not the fold of the log"
+    assert row.state == fold(run_id, row.workflow_id, row.created_at, docs), (
+        "the stored state is not the fold of the log"
+    )
     assert row.status == row.state["status"]
     return row, docs
 
@@ -169,7 +185,9 @@ async def test_multi_step(env: Env) -> None:
     assert [n for n, e in row.state["nodeStates"].items() if e["status"] == "completed"] == ["a", "b", "c"]
 
 
-@pytest.mark.parametrize(("action", "ran", "skipped"), [("accept", "publish", "on-reject"), ("reject", "on-reject", "publish")])
+@pytest.mark.parametrize(
+    ("action", "ran", "skipped"), [("accept", "publish", "on-reject"), ("reject", "on-reject", "publish")]
+)
 async def test_approval(env: Env, action: str, ran: str, skipped: str) -> None:
     run_id = await env.create("approval-gated", {"prompt": "draft"})
     await env.status(run_id, "waiting-approval")
@@ -234,7 +252,12 @@ async def test_twenty_concurrent_resolves_one_wins(env: Env) -> None:
     run_id = await env.create("approval-gated", {"prompt": "x"})
     await env.status(run_id, "waiting-approval")
     results = await asyncio.gather(
-        *(env.engine.resolve(Principal("default", f"key:p{i}", frozenset(ALL_SCOPES)), run_id, "gate", {"action": "accept"}) for i in range(20)),
+        *(
+            env.engine.resolve(
+                Principal("default", f"key:p{i}", frozenset(ALL_SCOPES)), run_id, "gate", {"action": "accept"}
+            )
+            for i in range(20)
+        ),
         return_exceptions=True,
     )
     wins = [r for r in results if isinstance(r, RunRow)]

@@ -232,8 +232,21 @@ def test_condition_left_error_quotes_the_expression() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(None, False), (False, False), (0, False), (0.0, False), (float("nan"), False), ("", False), ([], False),
-     ({}, False), (True, True), (-1, True), ("0", True), ([0], True), ({"a": None}, True)],
+    [
+        (None, False),
+        (False, False),
+        (0, False),
+        (0.0, False),
+        (float("nan"), False),
+        ("", False),
+        ([], False),
+        ({}, False),
+        (True, True),
+        (-1, True),
+        ("0", True),
+        ([0], True),
+        ({"a": None}, True),
+    ],
 )
 def test_is_truthy(value: Any, expected: bool) -> None:
     assert is_truthy(value) is expected

@@ -114,14 +114,18 @@ async def test_what_this_host_committed_to_a_followed_run_is_read_from_memory(st
         assert [e.sequence for e in await logs.after("run_f", 0)] == [1, 2]
         assert [e.sequence for e in await logs.after("run_f", 1)] == [2]
         assert store.reads == 0, "the events were taken from the commit, not read back"
-        assert [e.sequence for e in await logs.after("run_f", -1)] == [0, 1, 2], "what memory lacks comes from the store"
+        assert [e.sequence for e in await logs.after("run_f", -1)] == [0, 1, 2], (
+            "what memory lacks comes from the store"
+        )
         assert await logs.after("run_f", 2) == [] and store.reads == 2, "past what memory holds, the store decides"
         elsewhere = Commit(row(4), [event(3), event(4)], 2)
         await store.commit(elsewhere)  # committed, say, by another host: never kept here
         last = Commit(row(5), [event(5)], 4)
         await store.commit(last)
         logs.committed(last)
-        assert [e.sequence for e in await logs.after("run_f", 2)] == [3, 4, 5], "a gap in memory sends the follower to the store"
+        assert [e.sequence for e in await logs.after("run_f", 2)] == [3, 4, 5], (
+            "a gap in memory sends the follower to the store"
+        )
     unfollowed = Commit(row(6), [event(6)], 5)
     await store.commit(unfollowed)
     logs.committed(unfollowed)

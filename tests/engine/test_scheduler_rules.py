@@ -24,7 +24,15 @@ Doc = dict[str, Any]
 
 
 def node(node_id: str, type_id: str = "core.noop", **extra: Any) -> Doc:
-    return {"id": node_id, "typeId": type_id, "name": node_id.upper(), "position": {"x": 0, "y": 0}, "config": {}, "inputs": {}, **extra}
+    return {
+        "id": node_id,
+        "typeId": type_id,
+        "name": node_id.upper(),
+        "position": {"x": 0, "y": 0},
+        "config": {},
+        "inputs": {},
+        **extra,
+    }
 
 
 _edge_ids = itertools.count()
@@ -40,21 +48,30 @@ def edge(source: str, target: str, rule: str | None = None, condition: Doc | Non
 
 
 def workflow(nodes: list[Doc], edges: list[Doc], variables: list[Doc] | None = None) -> WorkflowDefinition:
-    return load_workflow({
-        "id": "rules",
-        "name": "Rules",
-        "version": "1.0.0",
-        "nodes": nodes,
-        "edges": edges,
-        "triggers": [{"id": "manual", "type": "manual"}],
-        "variables": variables or [],
-        "metadata": {},
-        "settings": {},
-    })
+    return load_workflow(
+        {
+            "id": "rules",
+            "name": "Rules",
+            "version": "1.0.0",
+            "nodes": nodes,
+            "edges": edges,
+            "triggers": [{"id": "manual", "type": "manual"}],
+            "variables": variables or [],
+            "metadata": {},
+            "settings": {},
+        }
+    )
 
 
 def _event(type_: str, node_id: str | None = None, **payload: Any) -> Doc:
-    doc: Doc = {"eventId": f"evt_{type_}_{node_id}", "runId": RUN, "type": type_, "payload": payload, "timestamp": T0, "sequence": 0}
+    doc: Doc = {
+        "eventId": f"evt_{type_}_{node_id}",
+        "runId": RUN,
+        "type": type_,
+        "payload": payload,
+        "timestamp": T0,
+        "sequence": 0,
+    }
     if node_id is not None:
         doc["nodeId"] = node_id
         doc["payload"] = {"nodeId": node_id, **payload}
@@ -70,7 +87,10 @@ def completed(node_id: str, **outputs: Any) -> list[Doc]:
 
 
 def failed(node_id: str, code: str = "boom") -> list[Doc]:
-    return [started(node_id), _event("node.failed", node_id, error={"code": code, "message": f"{node_id} failed"}, attempts=1)]
+    return [
+        started(node_id),
+        _event("node.failed", node_id, error={"code": code, "message": f"{node_id} failed"}, attempts=1),
+    ]
 
 
 def skipped(node_id: str) -> list[Doc]:
@@ -84,7 +104,9 @@ def snapshot(*steps: Doc | list[Doc], inputs: Doc | None = None) -> Doc:
     return fold(RUN, "rules", T0, events)
 
 
-def drive(wf: WorkflowDefinition, outcomes: dict[str, str], inputs: Doc | None = None, outputs: dict[str, Doc] | None = None) -> tuple[list[tuple[str, str]], Any]:
+def drive(
+    wf: WorkflowDefinition, outcomes: dict[str, str], inputs: Doc | None = None, outputs: dict[str, Doc] | None = None
+) -> tuple[list[tuple[str, str]], Any]:
     """Follow ``plan`` to the end: each executed node ends as ``outcomes`` says (default completed).
 
     Returns the steps taken, as (kind, nodeId), and the final decision (Finish or Fail).
@@ -165,7 +187,11 @@ def test_running_or_suspended_node_is_resumed_and_interrupt_waits() -> None:
     ]
     assert isinstance(plan(gate, snapshot(*suspended)), Wait)
     # resolved (interrupt cleared) but the node has not completed yet: resume it
-    resolved = [*suspended, _event("interrupt.resolved", "g", interruptId="int_1"), _event("node.resumed", "g", interruptId="int_1")]
+    resolved = [
+        *suspended,
+        _event("interrupt.resolved", "g", interruptId="int_1"),
+        _event("node.resumed", "g", interruptId="int_1"),
+    ]
     assert plan(gate, snapshot(*resolved)) == Execute("g", resume=True)
 
 
@@ -207,7 +233,15 @@ def test_any_success_runs_when_one_source_completed() -> None:
 
 
 def test_any_success_skips_when_no_source_completed() -> None:
-    wf = workflow([node("a"), node("b"), node("c"), node("catch")], [edge("a", "c", "any_success"), edge("b", "c", "any_success"), edge("a", "catch", "any_failed"), edge("b", "catch", "any_failed")])
+    wf = workflow(
+        [node("a"), node("b"), node("c"), node("catch")],
+        [
+            edge("a", "c", "any_success"),
+            edge("b", "c", "any_success"),
+            edge("a", "catch", "any_failed"),
+            edge("b", "catch", "any_failed"),
+        ],
+    )
     taken, final = drive(wf, {"a": "failed", "b": "failed"})
     assert skips(taken) == ["c"]
     assert ran(taken) == ["a", "b", "catch"]
@@ -235,7 +269,9 @@ def test_all_complete_runs_after_skipped_sources() -> None:
 
 
 def test_none_failed_runs_after_completed_and_skipped_sources() -> None:
-    wf = workflow([node("a"), node("b", disabled=True), node("c")], [edge("a", "c", "none_failed"), edge("b", "c", "none_failed")])
+    wf = workflow(
+        [node("a"), node("b", disabled=True), node("c")], [edge("a", "c", "none_failed"), edge("b", "c", "none_failed")]
+    )
     taken, _ = drive(wf, {})
     assert taken == [("run", "a"), ("skip", "b"), ("run", "c")]
 
@@ -322,7 +358,9 @@ def test_unrouted_failure_without_error_gets_a_default_code() -> None:
 
 
 def test_skip_cascades_down_an_all_success_chain() -> None:
-    wf = workflow([node("a", disabled=True), node("b"), node("c"), node("d")], [edge("a", "b"), edge("b", "c"), edge("c", "d")])
+    wf = workflow(
+        [node("a", disabled=True), node("b"), node("c"), node("d")], [edge("a", "b"), edge("b", "c"), edge("c", "d")]
+    )
     taken, final = drive(wf, {})
     assert taken == [("skip", "a"), ("skip", "b"), ("skip", "c"), ("skip", "d")]
     assert final == Finish({})
@@ -376,9 +414,15 @@ def test_false_condition_counts_as_not_succeeded_for_any_success() -> None:
         ],
         variables=[{"name": "flag", "type": "boolean"}],
     )
-    assert plan(wf, snapshot(completed("a", go=False), completed("b"), inputs={"flag": False})) == Skip("c", "trigger rule not met")
-    assert plan(wf, snapshot(completed("a", go=False), completed("b"), inputs={"flag": True})) == Execute("c", resume=False)
-    assert plan(wf, snapshot(completed("a", go=1), completed("b"), inputs={"flag": False})) == Execute("c", resume=False)
+    assert plan(wf, snapshot(completed("a", go=False), completed("b"), inputs={"flag": False})) == Skip(
+        "c", "trigger rule not met"
+    )
+    assert plan(wf, snapshot(completed("a", go=False), completed("b"), inputs={"flag": True})) == Execute(
+        "c", resume=False
+    )
+    assert plan(wf, snapshot(completed("a", go=1), completed("b"), inputs={"flag": False})) == Execute(
+        "c", resume=False
+    )
 
 
 def test_condition_does_not_matter_under_all_complete() -> None:
@@ -405,7 +449,7 @@ def test_condition_operators(condition: Doc, holds: bool) -> None:
     assert plan(wf, state) == expected
 
 
-# --- disabled nodes ------------------------------------------------------------------------------------------------------
+# --- disabled nodes -----------------------------------------------------------------------------------------------
 
 
 def test_disabled_root_is_skipped_as_disabled() -> None:
@@ -421,7 +465,10 @@ def test_disabled_node_waits_for_its_sources_then_is_skipped() -> None:
 
 
 def test_disabled_node_is_skipped_even_when_its_rule_is_met() -> None:
-    wf = workflow([node("a"), node("b", disabled=True), node("c")], [edge("a", "b", "all_complete"), edge("b", "c", "all_complete")])
+    wf = workflow(
+        [node("a"), node("b", disabled=True), node("c")],
+        [edge("a", "b", "all_complete"), edge("b", "c", "all_complete")],
+    )
     taken, _ = drive(wf, {})
     assert taken == [("run", "a"), ("skip", "b"), ("run", "c")]
 
@@ -433,7 +480,7 @@ def test_disabled_node_with_unsupported_type_is_still_just_skipped() -> None:
     assert isinstance(final, Finish)
 
 
-# --- run outputs -----------------------------------------------------------------------------------------------------------
+# --- run outputs --------------------------------------------------------------------------------------------------
 
 
 def test_run_outputs_prefer_primary_nodes() -> None:
@@ -447,13 +494,20 @@ def test_run_outputs_prefer_primary_nodes() -> None:
 
 
 def test_run_outputs_merge_several_primaries_in_definition_order() -> None:
-    wf = workflow([node("a", "core.identity", outputRole="primary"), node("b", "core.identity", outputRole="primary")], [])
+    wf = workflow(
+        [node("a", "core.identity", outputRole="primary"), node("b", "core.identity", outputRole="primary")], []
+    )
     assert run_outputs(wf, snapshot(completed("b", x=2, y=2), completed("a", x=1))) == {"x": 2, "y": 2}
 
 
 def test_run_outputs_fall_back_to_completed_sinks() -> None:
     wf = workflow(
-        [node("a", "core.identity"), node("b", "core.identity"), node("c", "core.identity", outputRole="secondary"), node("d", disabled=True)],
+        [
+            node("a", "core.identity"),
+            node("b", "core.identity"),
+            node("c", "core.identity", outputRole="secondary"),
+            node("d", disabled=True),
+        ],
         [edge("a", "b")],
     )
     state = snapshot(completed("a", inner=0), completed("b", left=1), completed("c", right=2), skipped("d"))

@@ -182,7 +182,9 @@ SCHEMA_VIOLATIONS = [
         id="bad-typeId-pattern",
     ),
     pytest.param(_delete(("nodes", 1, "name")), ["nodes[1] (id 'b').name: is required"], id="node-without-name"),
-    pytest.param(_set(("owner",), "someone"), ["owner: is not a field the schema allows"], id="unknown-top-level-field"),
+    pytest.param(
+        _set(("owner",), "someone"), ["owner: is not a field the schema allows"], id="unknown-top-level-field"
+    ),
     pytest.param(
         _set(("edges", 0, "triggerRule"), "sometimes"),
         ["edges[0] (id 'e1').triggerRule", "'sometimes'"],
@@ -398,7 +400,9 @@ def test_optional_schema_fields_are_kept() -> None:
         tenantId="t",
         scopeId="s",
         slug="sample-1",
-        groups=[{"id": "g", "name": "G", "nodeIds": ["a"], "position": {"x": 0, "y": 0}, "size": {"width": 1, "height": 1}}],
+        groups=[
+            {"id": "g", "name": "G", "nodeIds": ["a"], "position": {"x": 0, "y": 0}, "size": {"width": 1, "height": 1}}
+        ],
         channels={"log": {"reducer": "append"}},
         configurableSchema={"type": "object"},
         defaults={"promptRefs": {}},
@@ -422,7 +426,9 @@ def test_optional_schema_fields_are_kept() -> None:
     doc["edges"][0].update(label="next", condition={"type": "truthy", "left": "nodes.a.payload", "right": None})
     doc["variables"][0].update(description="p", defaultValue=None, sensitive=True, format="email")
     doc["triggers"][0].update(name="Manual", description="", config={}, nodeId="a", eventType="x")
-    doc["metadata"].update(createdBy="me", complianceClass="pii", complianceConfig={"maskingMode": "hash", "x": 1}, other=1)
+    doc["metadata"].update(
+        createdBy="me", complianceClass="pii", complianceConfig={"maskingMode": "hash", "x": 1}, other=1
+    )
     doc["settings"].update(maxRetries=2, logLevel="warn", maxLoopbackIterations=3, custom=True)
     assert _schema_valid(doc)
     workflow = load_workflow(doc)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-
 from pg import fresh_database
+
 from tether.store.base import Store
 from tether.store.postgres import PostgresStore
 from tether.store.sqlite import SqliteStore
@@ -39,7 +39,8 @@ async def empty_database(dsn: str) -> None:
     conn = await asyncpg.connect(dsn)
     try:
         tables = await conn.fetch(
-            "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'"
+            "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public' AND tablename <> "
+            "'schema_migrations'"
         )
         if tables:
             await conn.execute(f"TRUNCATE {', '.join(t[0] for t in tables)} RESTART IDENTITY")

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
 from tether.ids import new_id
-from tether.store.base import Commit, EventRow, Extra, Fanout, IdempotencyRecord, PushConfigRow, RunRow, Store, WebhookRow
+from tether.store.base import (
+    Commit,
+    EventRow,
+    Extra,
+    Fanout,
+    IdempotencyRecord,
+    PushConfigRow,
+    RunRow,
+    Store,
+    WebhookRow,
+)
 
-BASE = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+BASE = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 TENANT = "acme"
 
 
@@ -69,9 +79,18 @@ async def advance(
 ) -> tuple[RunRow, int]:
     """Commit the run's next event (CAS on its current sequence); returns it and the deliveries enqueued."""
     sequence = run.last_sequence + 1
-    moved = run_row(run.run_id, tenant=run.tenant, workflow_id=run.workflow_id, status=status or run.status,
-                    last_sequence=sequence, due_at=due_at, updated_at=run.updated_at)
-    enqueued = await store.commit(Commit(moved, [event(run.run_id, sequence)], run.last_sequence, None, list(extras), fence))
+    moved = run_row(
+        run.run_id,
+        tenant=run.tenant,
+        workflow_id=run.workflow_id,
+        status=status or run.status,
+        last_sequence=sequence,
+        due_at=due_at,
+        updated_at=run.updated_at,
+    )
+    enqueued = await store.commit(
+        Commit(moved, [event(run.run_id, sequence)], run.last_sequence, None, list(extras), fence)
+    )
     return moved, enqueued
 
 
@@ -79,12 +98,23 @@ def claim(key: str, run_id: str, *, tenant: str = TENANT) -> IdempotencyRecord:
     return IdempotencyRecord(tenant, "runs.create", key, "sha256:digest", run_id, 201, {"runId": run_id}, NOW)
 
 
-def push_config(task_id: str, config_id: str, *, url: str = "https://hooks.example/push", tenant: str = TENANT) -> PushConfigRow:
+def push_config(
+    task_id: str, config_id: str, *, url: str = "https://hooks.example/push", tenant: str = TENANT
+) -> PushConfigRow:
     return PushConfigRow(task_id, config_id, tenant, url, "fp:token", b"sealed-token", ["Bearer"], b"sealed-auth", NOW)
 
 
 def webhook(webhook_id: str, *, events: list[str], tags: list[str] | None = None, tenant: str = TENANT) -> WebhookRow:
-    return WebhookRow(webhook_id, tenant, f"https://hooks.example/{webhook_id}", events, tags or [], b"sealed-secret", "fp:secret", NOW)
+    return WebhookRow(
+        webhook_id,
+        tenant,
+        f"https://hooks.example/{webhook_id}",
+        events,
+        tags or [],
+        b"sealed-secret",
+        "fp:secret",
+        NOW,
+    )
 
 
 def push_fanout(run_id: str, task_id: str, *, sequence: int = 0, final: bool = False, tenant: str = TENANT) -> Fanout:
@@ -92,11 +122,15 @@ def push_fanout(run_id: str, task_id: str, *, sequence: int = 0, final: bool = F
     return Fanout("a2a-push", tenant, run_id, sequence, body, task_id=task_id, final=final)
 
 
-def callback_fanout(run_id: str, *, sequence: int = 0, tenant: str = TENANT, url: str = "https://caller.example/cb") -> Fanout:
+def callback_fanout(
+    run_id: str, *, sequence: int = 0, tenant: str = TENANT, url: str = "https://caller.example/cb"
+) -> Fanout:
     return Fanout("callback", tenant, run_id, sequence, orjson.dumps({"runId": run_id, "sequence": sequence}), url=url)
 
 
-async def wait_until(predicate: Callable[[], Any], *, timeout: float = 5.0, interval: float = 0.02, what: str = "condition") -> None:
+async def wait_until(
+    predicate: Callable[[], Any], *, timeout: float = 5.0, interval: float = 0.02, what: str = "condition"
+) -> None:
     """Poll ``predicate`` (sync or async) until it is truthy; fail after ``timeout`` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

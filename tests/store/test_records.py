@@ -30,8 +30,24 @@ SAMPLES: dict[str, Any] = {
     "a2a_messages": TaskMessage("run_1", "m1", {"text": "hi"}, NOW),
     "push_configs": push_config("run_1", "cfg_1"),
     "webhooks": webhook("wh_1", events=["run.completed"], tags=["blue"]),
-    "outbox": DeliveryRow("dlv_1", "acme", "callback", "run_1", "callback:run_1", "run_1", 0, "https://x.example/cb",
-                          b"{}", True, "pending", 0, NOW, None, NOW, NOW),
+    "outbox": DeliveryRow(
+        "dlv_1",
+        "acme",
+        "callback",
+        "run_1",
+        "callback:run_1",
+        "run_1",
+        0,
+        "https://x.example/cb",
+        b"{}",
+        True,
+        "pending",
+        0,
+        NOW,
+        None,
+        NOW,
+        NOW,
+    ),
 }
 
 #: queries that take a whole record's values in the map's column order ($1, $2, ...)

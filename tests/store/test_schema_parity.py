@@ -215,15 +215,19 @@ def _index_differences(sqlite: Schema, postgres: Schema) -> list[str]:
     only_postgres = set(postgres.indexes) - set(sqlite.indexes) - postgres_only
     gone = postgres_only - set(postgres.indexes)
     if only_sqlite or only_postgres or gone:
-        found.append(f"indexes only in SQLite {sorted(only_sqlite)}, only in PostgreSQL {sorted(only_postgres)}; "
-                     f"listed as PostgreSQL's only but missing: {sorted(gone)}")
+        found.append(
+            f"indexes only in SQLite {sorted(only_sqlite)}, only in PostgreSQL {sorted(only_postgres)}; "
+            f"listed as PostgreSQL's only but missing: {sorted(gone)}"
+        )
     for name in sorted(set(sqlite.indexes) & set(postgres.indexes)):
         ours, theirs = sqlite.indexes[name], postgres.indexes[name]
         if name in OTHER_INDEX_COLUMNS:
             sqlite_columns, postgres_columns, _ = OTHER_INDEX_COLUMNS[name]
             if (ours.columns, theirs.columns) != (sqlite_columns, postgres_columns):
-                found.append(f"index {name}: columns {ours.columns} and {theirs.columns}, "
-                             f"listed as {sqlite_columns} and {postgres_columns}")
+                found.append(
+                    f"index {name}: columns {ours.columns} and {theirs.columns}, "
+                    f"listed as {sqlite_columns} and {postgres_columns}"
+                )
             theirs = Index(theirs.table, ours.columns, theirs.unique, theirs.partial)
         if ours != theirs:
             found.append(f"index {name}: {ours} in SQLite, {theirs} in PostgreSQL")

@@ -135,14 +135,19 @@ IN_THE_STORES = status_comparisons(statements())
 def test_the_parser_finds_the_status_lists_the_stores_are_known_to_spell() -> None:
     run_lists = {f.where for f in IN_THE_STORES if f.is_list and f.vocabulary == "run"}
     assert run_lists >= {
-        "sqlite/queries.sql:active_runs", "postgres/queries.sql:active_runs",
-        "sqlite/queries.sql:orphaned_runs", "postgres/queries.sql:orphaned_runs",
-        "sqlite/migrations/0001_init.sql:runs_active", "postgres/migrations/0001_init.sql:runs_active",
+        "sqlite/queries.sql:active_runs",
+        "postgres/queries.sql:active_runs",
+        "sqlite/queries.sql:orphaned_runs",
+        "postgres/queries.sql:orphaned_runs",
+        "sqlite/migrations/0001_init.sql:runs_active",
+        "postgres/migrations/0001_init.sql:runs_active",
     }
     delivery_places = {f.where for f in IN_THE_STORES if f.vocabulary == "delivery"}
     assert delivery_places >= {
-        "sqlite/queries.sql:due_deliveries", "postgres/queries.sql:record_attempt",
-        "sqlite/migrations/0003_outbox.sql:outbox_pending", "postgres/migrations/0003_outbox.sql:outbox_stream",
+        "sqlite/queries.sql:due_deliveries",
+        "postgres/queries.sql:record_attempt",
+        "sqlite/migrations/0003_outbox.sql:outbox_pending",
+        "postgres/migrations/0003_outbox.sql:outbox_stream",
     }
 
 

@@ -10,7 +10,6 @@ import inspect
 
 import orjson
 import pytest
-
 from store_records import (
     NOW,
     TENANT,
@@ -25,6 +24,7 @@ from store_records import (
     run_row,
     webhook,
 )
+
 from tether.errors import Conflict, SequenceConflict, StoreUnavailable
 from tether.ids import new_id
 from tether.store.base import (
@@ -107,7 +107,10 @@ async def test_a_lost_compare_and_swap_writes_nothing(store: Store) -> None:
         await store.commit(stale)
     stored = await store.get_run(run.run_id)
     assert stored is not None and (stored.status, stored.last_sequence) == ("running", 1)
-    assert [e.doc_json for e in await store.read_events(run.run_id)] == [event(run.run_id, 0).doc_json, event(run.run_id, 1).doc_json]
+    assert [e.doc_json for e in await store.read_events(run.run_id)] == [
+        event(run.run_id, 0).doc_json,
+        event(run.run_id, 1).doc_json,
+    ]
     assert await store.get_task("task_1") is None
     assert await store.list_task_messages("task_1") == []
     assert await store.get_idempotency(TENANT, "runs.create", "k-stale") is None
@@ -116,7 +119,9 @@ async def test_a_lost_compare_and_swap_writes_nothing(store: Store) -> None:
 
 async def test_concurrent_transitions_from_one_sequence_let_exactly_one_win(store: Store) -> None:
     run = await create_run(store)
-    contenders = [Commit(run_row(run.run_id, status=f"s{i}", last_sequence=1), [event(run.run_id, 1)], 0) for i in range(6)]
+    contenders = [
+        Commit(run_row(run.run_id, status=f"s{i}", last_sequence=1), [event(run.run_id, 1)], 0) for i in range(6)
+    ]
     outcomes = await asyncio.gather(*(store.commit(c) for c in contenders), return_exceptions=True)
     assert sum(1 for o in outcomes if o == 0) == 1
     assert sum(1 for o in outcomes if isinstance(o, SequenceConflict)) == 5
@@ -128,16 +133,27 @@ async def test_refusals_among_concurrent_commits_write_nothing_and_cost_the_othe
     INSERT per table); each refusal is still reported precisely and writes nothing."""
     existing = await create_run(store)
     await create_run(store, idempotency=claim("taken", "first"))
-    await create_run(store, extras=[TaskRecord("task_seen", TENANT, "key:alice", "ctx", {"n": 0}, NOW),
-                                     TaskMessage("task_seen", "m1", {"text": "first"}, NOW)])
+    await create_run(
+        store,
+        extras=[
+            TaskRecord("task_seen", TENANT, "key:alice", "ctx", {"n": 0}, NOW),
+            TaskMessage("task_seen", "m1", {"text": "first"}, NOW),
+        ],
+    )
     moving = await create_run(store)
 
     def full(run_id: str) -> Commit:
-        return Commit(run_row(run_id, last_sequence=1), [event(run_id, 0), event(run_id, 1)], None, claim(f"k-{run_id}", run_id), [
-            TaskRecord(run_id, TENANT, "key:alice", "ctx", {"state": "completed"}, NOW),
-            TaskMessage(run_id, "m1", {"text": run_id}, NOW),
-            callback_fanout(run_id),
-        ])
+        return Commit(
+            run_row(run_id, last_sequence=1),
+            [event(run_id, 0), event(run_id, 1)],
+            None,
+            claim(f"k-{run_id}", run_id),
+            [
+                TaskRecord(run_id, TENANT, "key:alice", "ctx", {"state": "completed"}, NOW),
+                TaskMessage(run_id, "m1", {"text": run_id}, NOW),
+                callback_fanout(run_id),
+            ],
+        )
 
     async def landed_whole(run_ids: list[str]) -> None:
         for run_id in run_ids:
@@ -148,7 +164,9 @@ async def test_refusals_among_concurrent_commits_write_nothing_and_cost_the_othe
             assert task is not None and task.record == {"state": "completed"}
             assert await store.list_task_messages(run_id) == [{"text": run_id}]
             assert (await store.get_idempotency(TENANT, "runs.create", f"k-{run_id}")) is not None
-        assert sorted(d.run_id for d in await store.list_deliveries(None, None) if d.run_id in run_ids) == sorted(run_ids)
+        assert sorted(d.run_id for d in await store.list_deliveries(None, None) if d.run_id in run_ids) == sorted(
+            run_ids
+        )
 
     together = [new_id("run_") for _ in range(12)]
     assert await asyncio.gather(*(store.commit(full(run_id)) for run_id in together)) == [1] * len(together)
@@ -156,10 +174,22 @@ async def test_refusals_among_concurrent_commits_write_nothing_and_cost_the_othe
 
     fresh = [new_id("run_") for _ in range(12)]
     duplicate_id = Commit(run_row(existing.run_id), [event(existing.run_id, 0)], None)
-    claimed_key = Commit(run_row(new_id("run_")), [event("unused", 0)], None, claim("taken", "second"), [callback_fanout("unused")])
-    duplicate_message = Commit(run_row(new_id("run_")), [], None, None, [TaskMessage("task_seen", "m1", {"text": "again"}, NOW)])
+    claimed_key = Commit(
+        run_row(new_id("run_")), [event("unused", 0)], None, claim("taken", "second"), [callback_fanout("unused")]
+    )
+    duplicate_message = Commit(
+        run_row(new_id("run_")), [], None, None, [TaskMessage("task_seen", "m1", {"text": "again"}, NOW)]
+    )
     stale = Commit(run_row(moving.run_id, status="completed", last_sequence=1), [event(moving.run_id, 1)], 7)
-    commits = [full(fresh[0]), duplicate_id, *map(full, fresh[1:6]), claimed_key, stale, *map(full, fresh[6:]), duplicate_message]
+    commits = [
+        full(fresh[0]),
+        duplicate_id,
+        *map(full, fresh[1:6]),
+        claimed_key,
+        stale,
+        *map(full, fresh[6:]),
+        duplicate_message,
+    ]
     outcomes = await asyncio.gather(*(store.commit(c) for c in commits), return_exceptions=True)
 
     refusals = [o for o in outcomes if isinstance(o, BaseException)]
@@ -210,17 +240,30 @@ async def test_a_commit_of_more_events_than_one_statement_takes_lands_whole(stor
 async def test_list_runs_filters_pages_newest_first_within_a_tenant(store: Store) -> None:
     mine = [
         await create_run(store, status=status, workflow_id=workflow)
-        for status, workflow in [("running", "wf-a"), ("completed", "wf-b"), ("running", "wf-b"),
-                                 ("failed", "wf-a"), ("running", "wf-a"), ("completed", "wf-a")]
+        for status, workflow in [
+            ("running", "wf-a"),
+            ("completed", "wf-b"),
+            ("running", "wf-b"),
+            ("failed", "wf-a"),
+            ("running", "wf-a"),
+            ("completed", "wf-a"),
+        ]
     ]
     theirs = [await create_run(store, tenant="globex", status="running", workflow_id="wf-a") for _ in range(2)]
     newest_first = [r.run_id for r in reversed(mine)]
 
     assert [r.run_id for r in await store.list_runs(TENANT)] == newest_first
     assert [r.run_id for r in await store.list_runs("globex")] == [r.run_id for r in reversed(theirs)]
-    assert [r.run_id for r in await store.list_runs(TENANT, status="running")] == [mine[4].run_id, mine[2].run_id, mine[0].run_id]
+    assert [r.run_id for r in await store.list_runs(TENANT, status="running")] == [
+        mine[4].run_id,
+        mine[2].run_id,
+        mine[0].run_id,
+    ]
     assert [r.run_id for r in await store.list_runs(TENANT, workflow_id="wf-b")] == [mine[2].run_id, mine[1].run_id]
-    assert [r.run_id for r in await store.list_runs(TENANT, status="running", workflow_id="wf-a")] == [mine[4].run_id, mine[0].run_id]
+    assert [r.run_id for r in await store.list_runs(TENANT, status="running", workflow_id="wf-a")] == [
+        mine[4].run_id,
+        mine[0].run_id,
+    ]
     assert await store.list_runs("nobody") == []
 
     pages, before = [], None
@@ -231,11 +274,16 @@ async def test_list_runs_filters_pages_newest_first_within_a_tenant(store: Store
         pages.append([r.run_id for r in page])
         before = page[-1].run_id
     assert pages == [newest_first[:4], newest_first[4:]]
-    assert [r.run_id for r in await store.list_runs(TENANT, status="completed", before=mine[5].run_id)] == [mine[1].run_id]
+    assert [r.run_id for r in await store.list_runs(TENANT, status="completed", before=mine[5].run_id)] == [
+        mine[1].run_id
+    ]
 
 
 async def test_active_runs_are_the_unfinished_ones_in_id_order(store: Store) -> None:
-    runs = [await create_run(store, status=s) for s in ["running", "completed", "waiting-input", "cancelled", "pending", "failed"]]
+    runs = [
+        await create_run(store, status=s)
+        for s in ["running", "completed", "waiting-input", "cancelled", "pending", "failed"]
+    ]
     assert [r.run_id for r in await store.active_runs()] == [runs[0].run_id, runs[2].run_id, runs[4].run_id]
 
 
@@ -308,11 +356,14 @@ async def test_putting_the_same_workflow_again_is_a_no_op(store: Store) -> None:
 
 async def test_task_records_and_messages_are_written_with_the_run(store: Store) -> None:
     record = TaskRecord("task_1", TENANT, "key:alice", "ctx_1", {"state": "submitted", "n": 1}, NOW)
-    run = await create_run(store, extras=[
-        record,
-        TaskMessage("task_1", "m1", {"role": "user", "text": "first"}, NOW),
-        TaskMessage("task_1", "m2", {"role": "agent", "text": "second"}, NOW),
-    ])
+    run = await create_run(
+        store,
+        extras=[
+            record,
+            TaskMessage("task_1", "m1", {"role": "user", "text": "first"}, NOW),
+            TaskMessage("task_1", "m2", {"role": "agent", "text": "second"}, NOW),
+        ],
+    )
     assert await store.get_task("task_1") == record
     assert await store.get_task("task_1", TENANT) == record
     assert await store.get_task("task_1", "globex") is None
@@ -338,10 +389,14 @@ async def test_a_task_is_read_whole_and_only_by_its_tenant(store: Store) -> None
 async def test_a_message_recorded_twice_is_a_conflict_and_nothing_is_written(store: Store) -> None:
     run = await create_run(store, extras=[TaskMessage("task_1", "m1", {"text": "once"}, NOW)])
     with pytest.raises(Conflict) as twice:
-        await advance(store, run, extras=[
-            TaskRecord("task_1", TENANT, "p", "c", {"state": "changed"}, NOW),
-            TaskMessage("task_1", "m1", {"text": "again"}, NOW),
-        ])
+        await advance(
+            store,
+            run,
+            extras=[
+                TaskRecord("task_1", TENANT, "p", "c", {"state": "changed"}, NOW),
+                TaskMessage("task_1", "m1", {"text": "again"}, NOW),
+            ],
+        )
     assert twice.value.code == "message_already_recorded"
     stored = await store.get_run(run.run_id)
     assert stored is not None and stored.last_sequence == 0
@@ -358,7 +413,10 @@ async def test_push_configs_keep_registration_order_and_replace_in_place(store: 
     await store.put_push_config(push_config("task_2", "c9"))
     await store.put_push_config(push_config("task_1", "c2", url="https://hooks.example/moved"))
     configs = await store.list_push_configs("task_1")
-    assert [(c.config_id, c.url) for c in configs] == [("c2", "https://hooks.example/moved"), ("c1", "https://hooks.example/push")]
+    assert [(c.config_id, c.url) for c in configs] == [
+        ("c2", "https://hooks.example/moved"),
+        ("c1", "https://hooks.example/push"),
+    ]
     assert configs[1] == push_config("task_1", "c1")
     assert await store.delete_push_config("task_1", "c2") is True
     assert await store.delete_push_config("task_1", "c2") is False
@@ -395,7 +453,10 @@ async def test_fan_out_follows_webhooks_registered_and_deleted_between_commits(s
     assert await store.delete_webhook(TENANT, "wh_second") is True
     run, enqueued = await advance(store, run, extras=[completed(4)])
     assert enqueued == 0
-    assert sorted((d.target_id, d.sequence) for d in await store.list_deliveries(TENANT, None)) == [("wh_late", 2), ("wh_second", 3)]
+    assert sorted((d.target_id, d.sequence) for d in await store.list_deliveries(TENANT, None)) == [
+        ("wh_late", 2),
+        ("wh_second", 3),
+    ]
 
 
 async def test_fan_out_enqueues_one_delivery_per_matching_subscriber(store: Store) -> None:
@@ -409,28 +470,61 @@ async def test_fan_out_enqueues_one_delivery_per_matching_subscriber(store: Stor
     await store.put_webhook(webhook("wh_globex", events=["run.completed"], tenant="globex"))
 
     run = run_row(new_id("run_"))
-    completed = Fanout("webhook", TENANT, run.run_id, 0, b'{"event":"run.completed"}', event_type="run.completed", tags=["blue", "green"])
-    enqueued = await store.commit(Commit(run, [event(run.run_id, 0)], None, extras=[
-        push_config("task_1", "p3"),  # registered in the same commit: it takes part
-        push_fanout(run.run_id, "task_1"),
-        completed,
-        callback_fanout(run.run_id),
-    ]))
+    completed = Fanout(
+        "webhook",
+        TENANT,
+        run.run_id,
+        0,
+        b'{"event":"run.completed"}',
+        event_type="run.completed",
+        tags=["blue", "green"],
+    )
+    enqueued = await store.commit(
+        Commit(
+            run,
+            [event(run.run_id, 0)],
+            None,
+            extras=[
+                push_config("task_1", "p3"),  # registered in the same commit: it takes part
+                push_fanout(run.run_id, "task_1"),
+                completed,
+                callback_fanout(run.run_id),
+            ],
+        )
+    )
     assert enqueued == 3 + 2 + 1
     deliveries = await store.list_deliveries(TENANT, "pending")
-    assert sorted(d.stream_key for d in deliveries) == sorted([
-        "push:task_1:p1", "push:task_1:p2", "push:task_1:p3",
-        f"webhook:wh_any:{run.run_id}", f"webhook:wh_blue:{run.run_id}",
-        f"callback:{run.run_id}",
-    ])
+    assert sorted(d.stream_key for d in deliveries) == sorted(
+        [
+            "push:task_1:p1",
+            "push:task_1:p2",
+            "push:task_1:p3",
+            f"webhook:wh_any:{run.run_id}",
+            f"webhook:wh_blue:{run.run_id}",
+            f"callback:{run.run_id}",
+        ]
+    )
     hook = next(d for d in deliveries if d.target_id == "wh_blue")
     assert (hook.kind, hook.url, hook.body, hook.sequence, hook.attempts, hook.next_attempt_at, hook.final) == (
-        "webhook", "https://hooks.example/wh_blue", b'{"event":"run.completed"}', 0, 0, NOW, False,
+        "webhook",
+        "https://hooks.example/wh_blue",
+        b'{"event":"run.completed"}',
+        0,
+        0,
+        NOW,
+        False,
     )
     assert await store.list_deliveries("globex", None) == []
     # no subscriber, no delivery
     other = run_row(new_id("run_"), tenant="initech")
-    assert await store.commit(Commit(other, [event(other.run_id, 0)], None, extras=[push_fanout(other.run_id, "task_none", tenant="initech")])) == 0
+    assert (
+        await store.commit(
+            Commit(
+                other, [event(other.run_id, 0)], None, extras=[push_fanout(other.run_id, "task_none", tenant="initech")]
+            )
+        )
+        == 0
+    )
 
 
 async def test_due_deliveries_go_out_in_order_one_per_stream_head(store: Store) -> None:
@@ -449,21 +543,33 @@ async def test_due_deliveries_go_out_in_order_one_per_stream_head(store: Store) 
     [head_row] = [d for d in due if d.kind == "a2a-push"]
     [callback_row] = [d for d in due if d.kind == "callback"]
 
-    await store.record_attempt(head_row.delivery_id, status="pending", attempts=1, next_attempt_at=at(5), last_error="HTTP 503", now=at(1))
-    await store.record_attempt(callback_row.delivery_id, status="delivered", attempts=1, next_attempt_at=at(1), last_error=None, now=at(1))
+    await store.record_attempt(
+        head_row.delivery_id, status="pending", attempts=1, next_attempt_at=at(5), last_error="HTTP 503", now=at(1)
+    )
+    await store.record_attempt(
+        callback_row.delivery_id, status="delivered", attempts=1, next_attempt_at=at(1), last_error=None, now=at(1)
+    )
     assert await store.due_deliveries(at(2), 10) == []  # the head waits for its retry, its stream waits for the head
 
     retried = await store.due_deliveries(at(5), 10)
     assert [(d.delivery_id, d.attempts, d.last_error) for d in retried] == [(head_row.delivery_id, 1, "HTTP 503")]
-    await store.record_attempt(head_row.delivery_id, status="delivered", attempts=2, next_attempt_at=at(5), last_error=None, now=at(5))
+    await store.record_attempt(
+        head_row.delivery_id, status="delivered", attempts=2, next_attempt_at=at(5), last_error=None, now=at(5)
+    )
     assert [(d.stream_key, d.sequence) for d in await store.due_deliveries(at(6), 10)] == [("push:task_1:p1", 2)]
 
 
 async def test_due_deliveries_order_by_due_time_then_id_and_honour_the_limit(store: Store) -> None:
     for seconds in (3, 1, 2, 1):
         run = await create_run(store, updated_at=at(seconds), extras=[])
-        await store.commit(Commit(run_row(run.run_id, last_sequence=1, updated_at=at(seconds)), [event(run.run_id, 1)], 0,
-                                  extras=[callback_fanout(run.run_id, sequence=1)]))
+        await store.commit(
+            Commit(
+                run_row(run.run_id, last_sequence=1, updated_at=at(seconds)),
+                [event(run.run_id, 1)],
+                0,
+                extras=[callback_fanout(run.run_id, sequence=1)],
+            )
+        )
     due = await store.due_deliveries(at(10), 3)
     expected = sorted((d.next_attempt_at, d.delivery_id) for d in await store.list_deliveries(None, "pending"))[:3]
     assert [(d.next_attempt_at, d.delivery_id) for d in due] == expected
@@ -483,7 +589,9 @@ async def test_next_delivery_at_skips_rows_waiting_behind_their_stream_head(stor
     run = await create_run(store, extras=[push_fanout("x", "task_1")])
     await advance(store, run, extras=[push_fanout("x", "task_1", sequence=1)])
     [head] = await store.due_deliveries(at(1), 10)
-    await store.record_attempt(head.delivery_id, status="pending", attempts=1, next_attempt_at=at(30), last_error="timeout", now=at(1))
+    await store.record_attempt(
+        head.delivery_id, status="pending", attempts=1, next_attempt_at=at(30), last_error="timeout", now=at(1)
+    )
     assert await store.next_delivery_at() == at(30)
 
 
@@ -494,19 +602,32 @@ async def test_a_final_push_that_is_done_discards_its_config_secrets(store: Stor
     run = await create_run(store, extras=[push_fanout("x", "task_1", final=True)])
     by_target = {d.target_id: d for d in await store.due_deliveries(at(1), 10)}
 
-    await store.record_attempt(by_target["p1"].delivery_id, status="pending", attempts=1, next_attempt_at=at(2), last_error="e", now=at(1))
+    await store.record_attempt(
+        by_target["p1"].delivery_id, status="pending", attempts=1, next_attempt_at=at(2), last_error="e", now=at(1)
+    )
     assert all(c.token_secret == b"sealed-token" for c in await store.list_push_configs("task_1"))  # still retrying
-    await store.record_attempt(by_target["p1"].delivery_id, status="delivered", attempts=2, next_attempt_at=at(3), last_error=None, now=at(3))
-    await store.record_attempt(by_target["p2"].delivery_id, status="dead", attempts=9, next_attempt_at=at(3), last_error="gone", now=at(3))
-    secrets = {c.config_id: (c.token_secret, c.auth_secret, c.token_fingerprint) for c in await store.list_push_configs("task_1")}
+    await store.record_attempt(
+        by_target["p1"].delivery_id, status="delivered", attempts=2, next_attempt_at=at(3), last_error=None, now=at(3)
+    )
+    await store.record_attempt(
+        by_target["p2"].delivery_id, status="dead", attempts=9, next_attempt_at=at(3), last_error="gone", now=at(3)
+    )
+    secrets = {
+        c.config_id: (c.token_secret, c.auth_secret, c.token_fingerprint)
+        for c in await store.list_push_configs("task_1")
+    }
     assert secrets == {"p1": (None, None, "fp:token"), "p2": (None, None, "fp:token")}
-    assert [(c.token_secret, c.auth_secret) for c in await store.list_push_configs("task_2")] == [(b"sealed-token", b"sealed-auth")]
+    assert [(c.token_secret, c.auth_secret) for c in await store.list_push_configs("task_2")] == [
+        (b"sealed-token", b"sealed-auth")
+    ]
 
     # a push that is not final keeps them
     await store.put_push_config(push_config("task_3", "p1"))
     await advance(store, run, extras=[push_fanout("x", "task_3", sequence=1)])
     [plain] = [d for d in await store.due_deliveries(at(4), 10) if d.stream_key == "push:task_3:p1"]
-    await store.record_attempt(plain.delivery_id, status="delivered", attempts=1, next_attempt_at=at(4), last_error=None, now=at(4))
+    await store.record_attempt(
+        plain.delivery_id, status="delivered", attempts=1, next_attempt_at=at(4), last_error=None, now=at(4)
+    )
     assert [c.token_secret for c in await store.list_push_configs("task_3")] == [b"sealed-token"]
 
 
@@ -514,9 +635,17 @@ async def test_attempts_are_recorded_and_listed_newest_first(store: Store) -> No
     await create_run(store, extras=[callback_fanout("r1")])
     await create_run(store, tenant="globex", extras=[callback_fanout("r2", tenant="globex")])
     first, second = await store.due_deliveries(at(1), 10)
-    await store.record_attempt(first.delivery_id, status="dead", attempts=1, next_attempt_at=at(1), last_error="HTTP 410", now=at(1))
+    await store.record_attempt(
+        first.delivery_id, status="dead", attempts=1, next_attempt_at=at(1), last_error="HTTP 410", now=at(1)
+    )
     [dead] = await store.list_deliveries(None, "dead")
-    assert (dead.delivery_id, dead.status, dead.attempts, dead.last_error, dead.updated_at) == (first.delivery_id, "dead", 1, "HTTP 410", at(1))
+    assert (dead.delivery_id, dead.status, dead.attempts, dead.last_error, dead.updated_at) == (
+        first.delivery_id,
+        "dead",
+        1,
+        "HTTP 410",
+        at(1),
+    )
     assert [d.delivery_id for d in await store.list_deliveries(None, None)] == [second.delivery_id, first.delivery_id]
     assert [d.delivery_id for d in await store.list_deliveries(None, None, limit=1)] == [second.delivery_id]
     assert [d.delivery_id for d in await store.list_deliveries("globex", None)] == [second.delivery_id]
@@ -527,12 +656,20 @@ async def test_redeliver_sends_a_dead_delivery_again_from_the_first_attempt(stor
     await create_run(store, extras=[callback_fanout("r1")])
     [row] = await store.due_deliveries(at(1), 10)
     assert await store.redeliver(row.delivery_id, None, at(2)) is False  # only dead ones
-    await store.record_attempt(row.delivery_id, status="dead", attempts=8, next_attempt_at=at(2), last_error="HTTP 500", now=at(2))
+    await store.record_attempt(
+        row.delivery_id, status="dead", attempts=8, next_attempt_at=at(2), last_error="HTTP 500", now=at(2)
+    )
     assert await store.redeliver(row.delivery_id, "globex", at(3)) is False
     assert await store.redeliver("dlv_missing", None, at(3)) is False
     assert await store.redeliver(row.delivery_id, TENANT, at(3)) is True
     [again] = await store.due_deliveries(at(3), 10)
-    assert (again.delivery_id, again.status, again.attempts, again.next_attempt_at, again.updated_at) == (row.delivery_id, "pending", 0, at(3), at(3))
+    assert (again.delivery_id, again.status, again.attempts, again.next_attempt_at, again.updated_at) == (
+        row.delivery_id,
+        "pending",
+        0,
+        at(3),
+        at(3),
+    )
 
 
 async def test_a_setting_is_claimed_once(store: Store) -> None:

@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 import pytest
-
 from pg import fresh_database
 from store_records import (
     NOW,
@@ -26,6 +25,7 @@ from store_records import (
     run_row,
     wait_until,
 )
+
 from tether.errors import StoreUnavailable
 from tether.ids import new_id
 from tether.store.base import Commit, Extra, LeaseLost, RunRow, TaskMessage, TaskRecord
@@ -187,7 +187,9 @@ async def test_two_hosts_claiming_at_once_get_disjoint_deliveries(postgres_store
     assert len(everything) == len(set(everything)) == 40
 
 
-async def test_a_delivery_another_host_is_claiming_is_skipped_not_waited_for(postgres_store: PostgresStore, postgres_dsn: str) -> None:
+async def test_a_delivery_another_host_is_claiming_is_skipped_not_waited_for(
+    postgres_store: PostgresStore, postgres_dsn: str
+) -> None:
     for run_id in ("r1", "r2"):
         await create_run(postgres_store, extras=[callback_fanout(run_id)])
     other_host = await asyncpg.connect(postgres_dsn)
@@ -221,10 +223,14 @@ async def test_a_claim_lapses_and_an_attempt_ends_it(postgres_stores: Hosts) -> 
     assert next_at is not None and next_at > at(1)  # not due while claimed: the worker sleeps, it does not spin
 
     async def b_gets_it() -> bool:
-        return [d.delivery_id for d in await b.due_deliveries(at(1), 10, owner="host-b", claim_seconds=30)] == [row.delivery_id]
+        return [d.delivery_id for d in await b.due_deliveries(at(1), 10, owner="host-b", claim_seconds=30)] == [
+            row.delivery_id
+        ]
 
     await wait_until(b_gets_it, timeout=5, what="the lapsed claim to be taken over")
-    await b.record_attempt(row.delivery_id, status="pending", attempts=1, next_attempt_at=at(2), last_error="e", now=at(1))
+    await b.record_attempt(
+        row.delivery_id, status="pending", attempts=1, next_attempt_at=at(2), last_error="e", now=at(1)
+    )
     assert [d.delivery_id for d in await a.due_deliveries(at(2), 10, owner="host-a")] == [row.delivery_id]
 
 
@@ -247,7 +253,9 @@ async def test_an_announcement_reaches_the_other_hosts_and_not_its_sender(postgr
     assert set(heard_by_b) == {"run_from_a", "run_from_a_again"}
 
 
-async def test_the_listener_and_the_notifier_reconnect_when_their_connections_drop(postgres_stores: Hosts, postgres_dsn: str) -> None:
+async def test_the_listener_and_the_notifier_reconnect_when_their_connections_drop(
+    postgres_stores: Hosts, postgres_dsn: str
+) -> None:
     a, b = await postgres_stores(), await postgres_stores()
     heard: list[str] = []
     b.on_announce(heard.append)
@@ -301,4 +309,6 @@ def _fenced_commit(run: RunRow, fence: tuple[str, int]) -> Commit:
         TaskMessage("task_1", "m1", {"text": "done"}, NOW),
         push_fanout(run.run_id, "task_1", sequence=moved.last_sequence),
     ]
-    return Commit(moved, [event(run.run_id, moved.last_sequence)], run.last_sequence, claim("fenced", run.run_id), extras, fence)
+    return Commit(
+        moved, [event(run.run_id, moved.last_sequence)], run.last_sequence, claim("fenced", run.run_id), extras, fence
+    )

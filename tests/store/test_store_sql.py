@@ -19,7 +19,9 @@ from tether.store.sqlite._migrate import MIGRATIONS_DIR as SQLITE_MIGRATIONS
 PACKAGE_DIR = Path(postgres_package.__file__).parent
 SQLITE_PACKAGE_DIR = Path(sqlite_package.__file__).parent
 # Q["name"] in any module, and the store's helpers that take a query name (after a record map)
-_USES = re.compile(r"""(?:Q\[|_fetch\(|_fetchrow\(|_execute\(|(?:_fetch_all|_fetch_one|as_records?)\(\w+,)\s*"(\w+)\"""")
+_USES = re.compile(
+    r"""(?:Q\[|_fetch\(|_fetchrow\(|_execute\(|(?:_fetch_all|_fetch_one|as_records?)\(\w+,)\s*"(\w+)\""""
+)
 
 
 def used_query_names() -> set[str]:
@@ -57,7 +59,9 @@ def test_migrations_keep_the_sqlite_version_numbers() -> None:
     assert dict(migration_files())[4].name == "0004_leases.sql"
 
 
-async def test_every_query_prepares_against_the_migrated_schema(postgres_store: PostgresStore, postgres_dsn: str) -> None:
+async def test_every_query_prepares_against_the_migrated_schema(
+    postgres_store: PostgresStore, postgres_dsn: str
+) -> None:
     conn = await asyncpg.connect(postgres_dsn)
     try:
         for name, sql in Q.items():

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-
 from store_records import NOW, TENANT, advance, create_run, run_row
+
 from tether.errors import Conflict
 from tether.store._task_cache import TaskCache, TaskEntry
 from tether.store.base import Commit, TaskMessage, TaskRecord
@@ -35,13 +35,19 @@ async def assert_same(writer: SqliteStore, task_id: str) -> None:
         messages = await disk.list_task_messages(task_id)
     assert remembered is not None and on_disk is not None
     assert remembered[0] == on_disk[0]
-    assert (remembered[1].last_sequence, remembered[1].status, remembered[1].state) == (on_disk[1].last_sequence, on_disk[1].status, on_disk[1].state)
+    assert (remembered[1].last_sequence, remembered[1].status, remembered[1].state) == (
+        on_disk[1].last_sequence,
+        on_disk[1].status,
+        on_disk[1].state,
+    )
     assert remembered[2] == on_disk[2]
     assert await writer.list_task_messages(task_id) == messages
 
 
 async def test_a_task_written_and_advanced_reads_from_memory_as_from_disk(writer: SqliteStore) -> None:
-    run = await create_run(writer, "run_c1", extras=[record("run_c1", "working"), TaskMessage("run_c1", "m1", {"text": "hi"}, NOW)])
+    run = await create_run(
+        writer, "run_c1", extras=[record("run_c1", "working"), TaskMessage("run_c1", "m1", {"text": "hi"}, NOW)]
+    )
     assert writer._tasks.get("run_c1") is not None, "a new task is kept from its creating commit"
     await assert_same(writer, "run_c1")
     run, _ = await advance(writer, run, status="waiting", extras=[record("run_c1", "input-required")])
@@ -65,7 +71,9 @@ async def test_a_task_read_from_disk_is_kept_and_then_followed(writer: SqliteSto
 
 
 async def test_a_failed_commit_changes_nothing_in_memory(writer: SqliteStore) -> None:
-    run = await create_run(writer, "run_c3", extras=[record("run_c3", "working"), TaskMessage("run_c3", "m1", {"text": "once"}, NOW)])
+    run = await create_run(
+        writer, "run_c3", extras=[record("run_c3", "working"), TaskMessage("run_c3", "m1", {"text": "once"}, NOW)]
+    )
     with pytest.raises(Conflict):
         await advance(writer, run, extras=[TaskMessage("run_c3", "m1", {"text": "again"}, NOW)])
     await assert_same(writer, "run_c3")

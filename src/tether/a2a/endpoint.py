@@ -32,14 +32,23 @@ from tether.a2a.handlers import (
     check_params,
     required_scope,
 )
-from tether.a2a.jsonrpc import InternalError, Rejected, RequestId, RpcError, error_body, parse_request, result_body, rpc_error_from
+from tether.a2a.jsonrpc import (
+    InternalError,
+    Rejected,
+    RequestId,
+    RpcError,
+    error_body,
+    parse_request,
+    result_body,
+    rpc_error_from,
+)
 from tether.a2a.streams import SSE_HEADERS, StreamProjections, error_stream, sse
+from tether.a2a.surface import A2ASurface
 from tether.a2a.tasks import EncodedTasks
 from tether.errors import Forbidden, TetherError
-from tether.a2a.surface import A2ASurface
-from tether.ids import new_id
 from tether.http.errors import envelope
 from tether.http.middleware import http_date, too_large_body, well_formed_traceparent
+from tether.ids import new_id
 from tether.types import Principal
 
 __all__ = ["ANONYMOUS", "RpcEndpoint", "anonymous"]
@@ -51,7 +60,10 @@ ANONYMOUS = "anonymous"
 log = logging.getLogger("tether.a2a")
 
 _JSON = (b"content-type", b"application/json")
-_SSE = [(b"content-type", b"text/event-stream; charset=utf-8"), *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items())]
+_SSE = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items()),
+]
 
 
 class _TooLarge(Exception):
@@ -187,7 +199,8 @@ class RpcEndpoint:
             scope = required_scope(call)
             if scope is not None and not principal.can(scope):
                 raise Forbidden(
-                    f"this API key lacks the scope {scope!r} that {call.method} needs", details={"scopeRequired": scope, "method": call.method}
+                    f"this API key lacks the scope {scope!r} that {call.method} needs",
+                    details={"scopeRequired": scope, "method": call.method},
                 )
         except Rejected as rejected:
             return error_body(rejected.request_id, rejected.error)
@@ -196,7 +209,9 @@ class RpcEndpoint:
         except Exception:
             correlation = new_id("err_")
             log.exception("A2A authentication failed [%s]", correlation)
-            return envelope(500, "internal_error", "the host failed to check this request's key", {"correlationId": correlation})
+            return envelope(
+                500, "internal_error", "the host failed to check this request's key", {"correlationId": correlation}
+            )
         if self._handlers is None:
             self._handlers = A2AHandlers(a2a, a2a_capabilities(a2a.settings), EncodedTasks(), StreamProjections())
         try:
@@ -208,7 +223,11 @@ class RpcEndpoint:
         except Exception:
             correlation = new_id("err_")
             log.exception("A2A %s failed [%s]", call.method, correlation)
-            return _refusal(call.id, call.method, InternalError(f"the host failed to handle {call.method} (correlation id {correlation})"))
+            return _refusal(
+                call.id,
+                call.method,
+                InternalError(f"the host failed to handle {call.method} (correlation id {correlation})"),
+            )
         if isinstance(outcome, Stream):
             return sse(call.id, outcome.frames)
         return result_body(call.id, outcome)

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from tether import clock
 from tether.a2a.capabilities import A2ACapabilities
 from tether.a2a.jsonrpc import (
     ContentTypeNotSupported,
@@ -43,19 +44,18 @@ from tether.a2a.params import (
     parse_send_params,
     reply_value,
 )
-from tether.a2a.push import PushConfigInput, check_push_url, config_view, seal_config
 from tether.a2a.projection import INTERRUPTED, TERMINAL, task, task_state
+from tether.a2a.push import PushConfigInput, check_push_url, config_view, seal_config
 from tether.a2a.skills import OUTPUT_MODES, resolve_skill
 from tether.a2a.streams import Frame, StreamProjections, parse_after, replay, task_first
-from tether.a2a.tasks import A2A_TRANSPORT, EncodedTasks, LiveTask, a2a_metadata, load_task
-from tether import clock
-from tether.engine.engine import IdempotencyClaim
-from tether.types import Principal
-from tether.errors import Conflict
 from tether.a2a.surface import A2ASurface
+from tether.a2a.tasks import A2A_TRANSPORT, EncodedTasks, LiveTask, a2a_metadata, load_task
+from tether.engine.engine import IdempotencyClaim
+from tether.errors import Conflict
 from tether.ids import new_id
 from tether.run_state import InterruptRecord
 from tether.store.base import Extra, RunRow, TaskMessage
+from tether.types import Principal
 
 __all__ = ["A2A_SCOPES", "METHODS", "STREAMING_METHODS", "A2AHandlers", "Stream", "check_params", "required_scope"]
 
@@ -68,7 +68,11 @@ _PUSH_METHODS = frozenset(
         "tasks/pushNotificationConfig/delete",
     }
 )
-METHODS = frozenset({"message/send", "tasks/get", "tasks/cancel", "agent/getAuthenticatedExtendedCard"}) | STREAMING_METHODS | _PUSH_METHODS
+METHODS = (
+    frozenset({"message/send", "tasks/get", "tasks/cancel", "agent/getAuthenticatedExtendedCard"})
+    | STREAMING_METHODS
+    | _PUSH_METHODS
+)
 
 _MODE_ALIASES = {"text": "text/plain", "json": "application/json", "data": "application/json"}
 
@@ -175,7 +179,9 @@ def _history_entry(dumped: dict[str, Any], task_id: str, context_id: str) -> dic
 class A2AHandlers:
     """The methods of ``/v1/a2a`` for one host; one per host, it keeps only encodings and projections."""
 
-    def __init__(self, a2a: A2ASurface, capabilities: A2ACapabilities, encoded: EncodedTasks, projections: StreamProjections) -> None:
+    def __init__(
+        self, a2a: A2ASurface, capabilities: A2ACapabilities, encoded: EncodedTasks, projections: StreamProjections
+    ) -> None:
         self.a2a = a2a
         self.capabilities = capabilities
         self.encoded = encoded
@@ -206,7 +212,9 @@ class A2AHandlers:
                 )
             return await self.push_config(principal, method, request.params)
         assert method == "agent/getAuthenticatedExtendedCard"
-        raise ExtendedCardNotConfigured("this agent has no extended card: the public card at /.well-known/agent-card.json is complete")
+        raise ExtendedCardNotConfigured(
+            "this agent has no extended card: the public card at /.well-known/agent-card.json is complete"
+        )
 
     # message/send and message/stream ------------------------------------------------------
 
@@ -227,7 +235,9 @@ class A2AHandlers:
         if history is None:
             history = await self.a2a.store.list_task_messages(row.run_id)
         length = params.configuration.historyLength if params.configuration else None
-        return Stream(task_first(self.a2a, self.projections, row, context_id, history, length, final_on_input_required=True))
+        return Stream(
+            task_first(self.a2a, self.projections, row, context_id, history, length, final_on_input_required=True)
+        )
 
     async def _inline_push(self, params: SendParams) -> PushConfigInput | None:
         """The push config given with a message, checked by the egress guard before anything is written."""
@@ -241,7 +251,11 @@ class A2AHandlers:
     def _send_params(self, raw: dict[str, Any]) -> SendParams:
         params = parse_send_params(raw)
         config = params.configuration
-        if config is not None and config.pushNotificationConfig is not None and not self.capabilities.push_notifications:
+        if (
+            config is not None
+            and config.pushNotificationConfig is not None
+            and not self.capabilities.push_notifications
+        ):
             raise PushNotificationNotSupported(
                 "configuration.pushNotificationConfig was given, but this agent does not deliver push notifications "
                 "(capabilities.pushNotifications is false): leave it out and poll tasks/get or use message/stream"
@@ -275,7 +289,9 @@ class A2AHandlers:
         """Start the skill's run; a (principal, messageId) seen before returns its task, if the message is the same."""
         message = params.message
         store = self.a2a.store
-        workflow_id = resolve_skill(self.a2a.registry, self.a2a.settings.default_skill, message.metadata, params.metadata)
+        workflow_id = resolve_skill(
+            self.a2a.registry, self.a2a.settings.default_skill, message.metadata, params.metadata
+        )
         inputs = message_inputs(message)
         dumped = message.model_dump(exclude_none=True)
         context_id = message.contextId or new_id("ctx_")
@@ -306,7 +322,9 @@ class A2AHandlers:
             return live.run, live.context_id, None
         return created.run, context_id, first
 
-    async def _reply(self, principal: Principal, message: Message, push: PushConfigInput | None, advance: bool) -> tuple[RunRow, str]:
+    async def _reply(
+        self, principal: Principal, message: Message, push: PushConfigInput | None, advance: bool
+    ) -> tuple[RunRow, str]:
         """Resolve the task's pending interrupt with the message; a retried reply is a no-op.
 
         A messageId already in the task's history (or one that started another task) with
@@ -333,7 +351,13 @@ class A2AHandlers:
             extras.append(seal_config(self.a2a, live.run.run_id, principal.tenant, push))
         try:
             row = await self.a2a.engine.resolve(
-                principal, live.run.run_id, interrupt["nodeId"], value, interrupt_id=interrupt["interruptId"], extras=extras, advance=advance
+                principal,
+                live.run.run_id,
+                interrupt["nodeId"],
+                value,
+                interrupt_id=interrupt["interruptId"],
+                extras=extras,
+                advance=advance,
             )
         except Conflict:  # resolved meanwhile: by this very message (a racing retry) or another
             if await self._recorded(live.run.run_id, entry):
@@ -404,11 +428,17 @@ class A2AHandlers:
         if after is not None:
             return Stream(replay(self.a2a, self.projections, live.run, live.context_id, after))
         history = await self.a2a.store.list_task_messages(params.id)
-        return Stream(task_first(self.a2a, self.projections, live.run, live.context_id, history, None, final_on_input_required=False))
+        return Stream(
+            task_first(
+                self.a2a, self.projections, live.run, live.context_id, history, None, final_on_input_required=False
+            )
+        )
 
     # tasks/pushNotificationConfig/* ---------------------------------------------------------
 
-    async def push_config(self, principal: Principal, method: str, raw: dict[str, Any]) -> dict[str, Any] | list[dict[str, Any]] | None:
+    async def push_config(
+        self, principal: Principal, method: str, raw: dict[str, Any]
+    ) -> dict[str, Any] | list[dict[str, Any]] | None:
         """set / get / list / delete a task's push configs (another tenant's task reads as unknown)."""
         store = self.a2a.store
         if method == "tasks/pushNotificationConfig/set":

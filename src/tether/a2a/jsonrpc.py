@@ -232,7 +232,9 @@ def parse_request(body: bytes, methods: frozenset[str], check_params: ParamsChec
     except orjson.JSONDecodeError as exc:
         raise Rejected(None, JSONParseError(f"the body is not valid JSON: {exc}")) from exc
     if isinstance(doc, list):
-        raise Rejected(None, InvalidRequest("batch requests are not supported by A2A: send one JSON-RPC request object per call"))
+        raise Rejected(
+            None, InvalidRequest("batch requests are not supported by A2A: send one JSON-RPC request object per call")
+        )
     if not isinstance(doc, dict):
         raise Rejected(None, InvalidRequest("the body must be a JSON-RPC 2.0 request object"))
     request_id: RequestId = doc["id"] if _valid_id(doc.get("id")) else None

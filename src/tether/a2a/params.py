@@ -222,7 +222,7 @@ def reply_value(message: Message, interrupt: InterruptRecord) -> Any:
         actions = (interrupt.get("data") or {}).get("actions", [])
         raise InvalidParams(
             'an approval reply needs a data part such as {"action": "accept"}; '
-            f"this gate allows {', '.join(actions)} (the legacy {{\"approve\": true|false}} works too)",
+            f'this gate allows {", ".join(actions)} (the legacy {{"approve": true|false}} works too)',
             data={"allowedActions": actions},
         )
     if kind == "clarification":
@@ -234,7 +234,8 @@ def reply_value(message: Message, interrupt: InterruptRecord) -> Any:
         ids = [q.get("id") for q in questions]
         raise InvalidParams(
             'a clarification reply needs a data part {"answers": {"<question id>": <answer>}}'
-            f" for the questions {', '.join(map(str, ids))}" + (" (plain text answers only a single question)" if text is not None else ""),
+            f" for the questions {', '.join(map(str, ids))}"
+            + (" (plain text answers only a single question)" if text is not None else ""),
             data={"questions": ids},
         )
     if data:

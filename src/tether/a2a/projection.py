@@ -45,7 +45,9 @@ RUN_TO_TASK_STATE: Mapping[str, str] = MappingProxyType(
 )
 
 #: A2ATaskState.interruptKind per waiting status (waiting-external has no value there)
-_INTERRUPT_KIND: Mapping[str, str] = MappingProxyType({"waiting-approval": "approval", "waiting-input": "clarification"})
+_INTERRUPT_KIND: Mapping[str, str] = MappingProxyType(
+    {"waiting-approval": "approval", "waiting-input": "clarification"}
+)
 
 TERMINAL = frozenset({"completed", "failed", "canceled", "rejected"})
 INTERRUPTED = frozenset({"input-required", "auth-required"})
@@ -70,7 +72,9 @@ def interrupt_carrier(interrupt: Mapping[str, Any]) -> dict[str, Any]:
             carrier["description"] = data["description"]
         carrier["actions"] = list(data.get("actions", []))
     elif kind == "clarification":
-        carrier["title"] = "Questions need answers" if len(data.get("questions", [])) > 1 else "A question needs an answer"
+        carrier["title"] = (
+            "Questions need answers" if len(data.get("questions", [])) > 1 else "A question needs an answer"
+        )
         carrier["questions"] = [dict(q) for q in data.get("questions", [])]
     else:
         carrier["title"] = f"Waiting for the event {data.get('eventType') or interrupt['nodeId']}"
@@ -83,7 +87,9 @@ def _prompt_text(carrier: Mapping[str, Any]) -> str:
         return f'{text}. Reply with a data part {{"action": ...}} using one of: {", ".join(carrier["actions"])}.'
     if carrier["kind"] == "clarification":
         asked = "; ".join(f"{q['id']}: {q['question']}" for q in carrier["questions"])
-        return f'{asked}. Reply with a data part {{"answers": {{"<id>": <answer>}}}}, or plain text for a single question.'
+        return (
+            f'{asked}. Reply with a data part {{"answers": {{"<id>": <answer>}}}}, or plain text for a single question.'
+        )
     return f"{carrier['title']}. Reply with a data part holding the event."
 
 
@@ -122,7 +128,9 @@ def _status(task_id: str, context_id: str, state: RunSnapshot, timestamp: str) -
         openwop["interrupt"] = carrier
         interrupt = state.get("interrupt")
         interrupt_id = (interrupt["interruptId"] if interrupt else None) or carrier["nodeId"]
-        status["message"] = _agent_message(f"{interrupt_id}-request", task_id, context_id, _prompt_text(carrier), {"interrupt": carrier})
+        status["message"] = _agent_message(
+            f"{interrupt_id}-request", task_id, context_id, _prompt_text(carrier), {"interrupt": carrier}
+        )
     if error is not None:
         openwop["error"] = error
         status["message"] = _agent_message(f"{task_id}-error", task_id, context_id, error["message"], {"error": error})
@@ -142,10 +150,14 @@ def artifacts(task_id: str, state: RunSnapshot) -> list[dict[str, Any]]:
     if len(values) == 1 and isinstance(values[0], str):
         parts.append({"kind": "text", "text": values[0]})
     parts.append({"kind": "data", "data": data})
-    return [{"artifactId": f"{task_id}-outputs", "name": "outputs", "description": "The workflow's outputs", "parts": parts}]
+    return [
+        {"artifactId": f"{task_id}-outputs", "name": "outputs", "description": "The workflow's outputs", "parts": parts}
+    ]
 
 
-def task(row: RunRow, context_id: str, history: list[dict[str, Any]], history_length: int | None = None) -> dict[str, Any]:
+def task(
+    row: RunRow, context_id: str, history: list[dict[str, Any]], history_length: int | None = None
+) -> dict[str, Any]:
     """The A2A Task of a run, as it is now.
 
     ``history`` holds the A2A messages exchanged (oldest first); ``history_length``
@@ -187,12 +199,30 @@ def updates(
     out: list[dict[str, Any]] = []
     if event.get("type") == "run.completed":
         for artifact in artifacts(task_id, after):
-            out.append({"kind": "artifact-update", "taskId": task_id, "contextId": context_id, "artifact": artifact, "append": False, "lastChunk": True})
+            out.append(
+                {
+                    "kind": "artifact-update",
+                    "taskId": task_id,
+                    "contextId": context_id,
+                    "artifact": artifact,
+                    "append": False,
+                    "lastChunk": True,
+                }
+            )
     view = status_view(after)
     if view != before:
         status, metadata = _status(task_id, context_id, after, str(event.get("timestamp", "")))
         final = view[0] in TERMINAL or (view[0] in INTERRUPTED and final_on_input_required)
-        out.append({"kind": "status-update", "taskId": task_id, "contextId": context_id, "status": status, "final": final, "metadata": metadata})
+        out.append(
+            {
+                "kind": "status-update",
+                "taskId": task_id,
+                "contextId": context_id,
+                "status": status,
+                "final": final,
+                "metadata": metadata,
+            }
+        )
     return out
 
 

@@ -15,17 +15,25 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether import clock
 from tether.a2a.jsonrpc import InvalidParams
 from tether.a2a.projection import INTERRUPTED, TERMINAL, status_view, task
+from tether.a2a.surface import A2ASurface
 from tether.a2a.tasks import A2A_TRANSPORT, context_of
 from tether.egress.guard import EgressRefused
-from tether import clock
 from tether.engine.engine import Projector
-from tether.a2a.surface import A2ASurface
 from tether.ids import new_id
 from tether.store.base import Extra, Fanout, PushConfigRow, RunRow
 
-__all__ = ["PUSH_STATES", "PushConfigInput", "push_projector", "push_record", "seal_config", "check_push_url", "config_view"]
+__all__ = [
+    "PUSH_STATES",
+    "PushConfigInput",
+    "push_projector",
+    "push_record",
+    "seal_config",
+    "check_push_url",
+    "config_view",
+]
 
 #: the task states a push is sent for (RFC 0100 §4: the four, and auth-required/rejected if produced)
 PUSH_STATES = INTERRUPTED | TERMINAL
@@ -54,7 +62,9 @@ async def check_push_url(a2a: A2ASurface, url: str) -> None:
     try:
         await a2a.guard.resolve_and_check(url)
     except EgressRefused as refused:
-        raise InvalidParams(f"pushNotificationConfig.url refused: {refused.message}", data={"arm": refused.arm, "url": url}) from refused
+        raise InvalidParams(
+            f"pushNotificationConfig.url refused: {refused.message}", data={"arm": refused.arm, "url": url}
+        ) from refused
 
 
 def seal_config(a2a: A2ASurface, task_id: str, tenant: str, config: PushConfigInput) -> PushConfigRow:
@@ -88,7 +98,10 @@ def push_record(record: Mapping[str, Any], configs: list[PushConfigRow]) -> dict
     out = dict(record)
     if configs:
         first = configs[0]
-        out["pushConfig"] = {"url": first.url, **({"tokenFingerprint": first.token_fingerprint} if first.token_fingerprint else {})}
+        out["pushConfig"] = {
+            "url": first.url,
+            **({"tokenFingerprint": first.token_fingerprint} if first.token_fingerprint else {}),
+        }
     return out
 
 
@@ -120,7 +133,10 @@ def push_projector(body_mode: str) -> Projector:
             full = task(after, context_id, [])
             if body_mode == "task":
                 if "artifacts" in full:  # references only: a push carries no run content
-                    full["artifacts"] = [{k: a[k] for k in ("artifactId", "name", "description") if k in a} | {"parts": []} for a in full["artifacts"]]
+                    full["artifacts"] = [
+                        {k: a[k] for k in ("artifactId", "name", "description") if k in a} | {"parts": []}
+                        for a in full["artifacts"]
+                    ]
                 return orjson.dumps(full)
             return orjson.dumps(
                 {

@@ -11,11 +11,11 @@ from starlette.responses import Response
 from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH, a2a_capabilities
 from tether.a2a.card import agent_card
 from tether.a2a.push import push_record
-from tether.types import Principal
-from tether.errors import NotFound
 from tether.a2a.surface import a2a_of
+from tether.errors import NotFound
 from tether.http.requests import require
 from tether.http.responses import json_response
+from tether.types import Principal
 
 __all__ = ["router"]
 
@@ -34,7 +34,9 @@ async def get_agent_card(request: Request) -> Response:
 
 @router.get("/v1/a2a/tasks/{task_id}")
 @router.get("/v1/host/sample/a2a/tasks/{task_id}")
-async def get_task_state(task_id: str, request: Request, principal: Principal = Depends(require("runs:read"))) -> Response:
+async def get_task_state(
+    task_id: str, request: Request, principal: Principal = Depends(require("runs:read"))
+) -> Response:
     """The persisted A2ATaskState (RFC 0100 §2), flat; another tenant's task is a 404."""
     store = a2a_of(request).store
     record = await store.get_task(task_id, principal.tenant)

@@ -14,17 +14,17 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from tether.ids import new_id
 from tether.a2a.jsonrpc import InvalidParams
-from tether.a2a.push import PushConfigInput, check_push_url, push_record, seal_config
-from tether.egress.guard import EgressGuard, EgressPolicy, EgressRefused
 from tether.a2a.projection import INTERRUPTED, TERMINAL, task_state
-from tether.a2a.tasks import A2A_TRANSPORT, a2a_metadata
-from tether.types import Principal
-from tether.errors import InvalidInput, NotFound
+from tether.a2a.push import PushConfigInput, check_push_url, push_record, seal_config
 from tether.a2a.surface import a2a_of
+from tether.a2a.tasks import A2A_TRANSPORT, a2a_metadata
+from tether.egress.guard import EgressGuard, EgressPolicy, EgressRefused
+from tether.errors import InvalidInput, NotFound
 from tether.http.requests import json_body, json_object, require
 from tether.http.responses import json_response
+from tether.ids import new_id
+from tether.types import Principal
 
 __all__ = ["SCENARIO_WORKFLOWS", "absent_router", "router"]
 
@@ -44,7 +44,9 @@ absent_router = APIRouter(include_in_schema=False)
 @absent_router.post(f"{SEAMS}/{{seam}}")
 async def seam_absent(seam: str) -> Response:
     """Say why the seam is missing instead of a bare 405 from the neighbouring read route."""
-    raise NotFound(f"no test seam {seam!r}: the conformance seams are mounted only with 'tether serve --enable-test-seams'")
+    raise NotFound(
+        f"no test seam {seam!r}: the conformance seams are mounted only with 'tether serve --enable-test-seams'"
+    )
 
 
 @router.post(f"{SEAMS}/start")
@@ -54,7 +56,10 @@ async def start_task(request: Request, principal: Principal = Depends(require("r
     body = json_object(await json_body(request, required=False) or {})
     scenario = body.get("scenario", "paused-at-approval")
     if scenario not in SCENARIO_WORKFLOWS:
-        raise InvalidInput(f"unknown scenario {scenario!r}; this host plays {', '.join(SCENARIO_WORKFLOWS)}", details={"field": "scenario"})
+        raise InvalidInput(
+            f"unknown scenario {scenario!r}; this host plays {', '.join(SCENARIO_WORKFLOWS)}",
+            details={"field": "scenario"},
+        )
     workflow_id, inputs = SCENARIO_WORKFLOWS[scenario]
     context_id = new_id("ctx_")
     created = await a2a.engine.create_run(
@@ -66,7 +71,9 @@ async def start_task(request: Request, principal: Principal = Depends(require("r
         transport=A2A_TRANSPORT,
     )
     run_id = created.run.run_id
-    await a2a.engine.wait_for(run_id, lambda r: task_state(r.status) in TERMINAL | INTERRUPTED, a2a.settings.a2a_request_timeout)
+    await a2a.engine.wait_for(
+        run_id, lambda r: task_state(r.status) in TERMINAL | INTERRUPTED, a2a.settings.a2a_request_timeout
+    )
     return json_response({"taskId": run_id}, 201)
 
 
@@ -80,11 +87,16 @@ async def push_config(request: Request, principal: Principal = Depends(require("
     if not isinstance(url, str) or not url:
         raise InvalidInput("url must be a non-empty string", details={"field": "url"})
     if fingerprint is not None and (not isinstance(fingerprint, str) or len(fingerprint) > _FINGERPRINT_MAX):
-        raise InvalidInput(f"tokenFingerprint must be a digest of at most {_FINGERPRINT_MAX} characters, never the token", details={"field": "tokenFingerprint"})
+        raise InvalidInput(
+            f"tokenFingerprint must be a digest of at most {_FINGERPRINT_MAX} characters, never the token",
+            details={"field": "tokenFingerprint"},
+        )
     try:
         EgressGuard(EgressPolicy()).check_url(url)  # the production posture: no operator relaxation
     except EgressRefused as refused:
-        raise InvalidInput(refused.message, code="a2a_push_egress_denied", details={"url": url, "arm": refused.arm}) from refused
+        raise InvalidInput(
+            refused.message, code="a2a_push_egress_denied", details={"url": url, "arm": refused.arm}
+        ) from refused
     a2a = a2a_of(request)
     try:
         await check_push_url(a2a, url)

@@ -10,10 +10,9 @@ reconnect with ``Last-Event-ID`` resumes after whole run events: no gap, no dupl
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import copy
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -37,11 +36,11 @@ from tether.a2a.projection import (
     task_state,
     updates,
 )
-from tether.engine.state import apply, initial_snapshot
-from tether.run_state import RunSnapshot
-from tether.errors import TetherError
 from tether.a2a.surface import A2ASurface
+from tether.engine.state import apply, initial_snapshot
+from tether.errors import TetherError
 from tether.ids import new_id
+from tether.run_state import RunSnapshot
 from tether.store.base import RunRow, Store
 
 __all__ = ["Frame", "SSE_HEADERS", "StreamProjections", "error_stream", "parse_after", "replay", "sse", "task_first"]
@@ -77,7 +76,10 @@ def parse_after(header: str | None, metadata: dict[str, Any] | None, row: RunRow
     if not isinstance(raw, int) or isinstance(raw, bool) or raw < -1:
         raise InvalidParams(f"{source} must be an integer sequence number (-1 replays from the start)")
     if raw > row.last_sequence:
-        raise InvalidParams(f"sequence {raw} was never sent: the task's last event is {row.last_sequence}", data={"lastSequence": row.last_sequence})
+        raise InvalidParams(
+            f"sequence {raw} was never sent: the task's last event is {row.last_sequence}",
+            data={"lastSequence": row.last_sequence},
+        )
     return raw
 
 
@@ -109,13 +111,22 @@ class StreamProjections:
 
     def __init__(self, capacity: int = 1024) -> None:
         self.capacity = capacity
-        self._kept: OrderedDict[tuple[str, int, bool], tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot]] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, int, bool], tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot]] = (
+            OrderedDict()
+        )
 
-    def get(self, task_id: str, sequence: int, final_on_input_required: bool) -> tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot] | None:
+    def get(
+        self, task_id: str, sequence: int, final_on_input_required: bool
+    ) -> tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot] | None:
         return self._kept.get((task_id, sequence, final_on_input_required))
 
     def keep(
-        self, task_id: str, sequence: int, final_on_input_required: bool, produced: list[dict[str, Any]], state: RunSnapshot
+        self,
+        task_id: str,
+        sequence: int,
+        final_on_input_required: bool,
+        produced: list[dict[str, Any]],
+        state: RunSnapshot,
     ) -> tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot]:
         kept = ([(bool(item.get("final")), orjson.Fragment(orjson.dumps(item))) for item in produced], state)
         self._kept[(task_id, sequence, final_on_input_required)] = kept
@@ -156,11 +167,16 @@ async def _follow(
                     doc = event.doc
                     before = status_view(state)
                     apply(state, doc)
-                    produced = updates(task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required)
+                    produced = updates(
+                        task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required
+                    )
                     kept = projections.keep(task_id, event.sequence, final_on_input_required, produced, state)
                 encoded, state = kept
                 own = False
-                frames += [(item, event.sequence if index == len(encoded) - 1 else None) for index, (_, item) in enumerate(encoded)]
+                frames += [
+                    (item, event.sequence if index == len(encoded) - 1 else None)
+                    for index, (_, item) in enumerate(encoded)
+                ]
                 if encoded and encoded[-1][0]:  # final
                     yield frames
                     return
@@ -189,22 +205,35 @@ async def task_first(
     if state_now in TERMINAL or (state_now in INTERRUPTED and final_on_input_required):
         return
     async for frames in _follow(
-        a2a, projections, row.run_id, context_id, row.last_sequence, row.state, own=False, final_on_input_required=final_on_input_required
+        a2a,
+        projections,
+        row.run_id,
+        context_id,
+        row.last_sequence,
+        row.state,
+        own=False,
+        final_on_input_required=final_on_input_required,
     ):
         yield frames
 
 
-async def replay(a2a: A2ASurface, projections: StreamProjections, row: RunRow, context_id: str, after: int) -> AsyncIterator[list[Frame]]:
+async def replay(
+    a2a: A2ASurface, projections: StreamProjections, row: RunRow, context_id: str, after: int
+) -> AsyncIterator[list[Frame]]:
     """Exactly the updates of the run events after ``after`` (no Task first), then live ones.
 
     ``after`` must be a sequence the run has reached (see :func:`parse_after`).
     """
     state = await _snapshot_at(a2a.store, row, after)
-    async for frames in _follow(a2a, projections, row.run_id, context_id, after, state, own=True, final_on_input_required=False):
+    async for frames in _follow(
+        a2a, projections, row.run_id, context_id, after, state, own=True, final_on_input_required=False
+    ):
         yield frames
 
 
-def _frame_bytes(request_id: RequestId, payload: dict[str, Any] | orjson.Fragment | None, sequence: int | None) -> bytes:
+def _frame_bytes(
+    request_id: RequestId, payload: dict[str, Any] | orjson.Fragment | None, sequence: int | None
+) -> bytes:
     if payload is None:
         return b": keepalive\n\n"
     prefix = b"id: %d\n" % sequence if sequence is not None else b""
@@ -227,7 +256,11 @@ async def sse(request_id: RequestId, batches: AsyncIterator[list[Frame]]) -> Asy
     except Exception:
         correlation = new_id("err_")
         log.exception("A2A stream failed [%s]", correlation)
-        yield b"data: " + error_body(request_id, InternalError(f"the stream failed (correlation id {correlation})")) + b"\n\n"
+        yield (
+            b"data: "
+            + error_body(request_id, InternalError(f"the stream failed (correlation id {correlation})"))
+            + b"\n\n"
+        )
 
 
 async def error_stream(request_id: RequestId, error: RpcError) -> AsyncIterator[bytes]:

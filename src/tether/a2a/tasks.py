@@ -9,7 +9,6 @@ write: a crash can never leave a stale ``working`` behind a run paused at a gate
 from __future__ import annotations
 
 from collections import OrderedDict
-
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,15 @@ from tether.a2a.jsonrpc import TaskNotFound, clip, quote
 from tether.a2a.projection import task, task_record
 from tether.store.base import Extra, RunRow, Store, TaskRecord
 
-__all__ = ["A2A_TRANSPORT", "EncodedTasks", "LiveTask", "a2a_metadata", "context_of", "load_task", "project_task_record"]
+__all__ = [
+    "A2A_TRANSPORT",
+    "EncodedTasks",
+    "LiveTask",
+    "a2a_metadata",
+    "context_of",
+    "load_task",
+    "project_task_record",
+]
 
 A2A_TRANSPORT = TRANSPORT
 

@@ -15,9 +15,9 @@ import secrets
 import time
 
 from tether import clock
-from tether.types import Principal
 from tether.errors import InvalidInput, Unauthenticated
 from tether.store.base import KeyRow, Store
+from tether.types import Principal
 
 ALL_SCOPES = (
     "manifest:read",

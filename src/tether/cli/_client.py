@@ -96,7 +96,9 @@ def parse_sse(lines: Iterable[str]) -> Iterator[tuple[str | None, str]]:
 class HostClient:
     """``HostClient(url, key)``: GET/POST JSON with a bearer key; use as a context manager."""
 
-    def __init__(self, url: str, key: str | None, *, timeout: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self, url: str, key: str | None, *, timeout: float = 30.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
         self.url = url.rstrip("/")
         headers = {"Accept": "application/json", "User-Agent": "tether-cli"}
         if key:
@@ -125,7 +127,9 @@ class HostClient:
         try:
             return response.json()
         except ValueError as exc:
-            raise HostError(response.status_code, "invalid_response", "the host answered with something that is not JSON") from exc
+            raise HostError(
+                response.status_code, "invalid_response", "the host answered with something that is not JSON"
+            ) from exc
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         """GET ``path``; ``None``-valued params are left out of the query."""
@@ -146,7 +150,9 @@ class HostClient:
         timeout = httpx.Timeout(30.0, read=_STREAM_READ_TIMEOUT)
         path = f"/v1/runs/{segment(run_id)}/events"
         try:
-            with self._http.stream("GET", path, params={"streamMode": stream_mode}, headers=headers, timeout=timeout) as response:
+            with self._http.stream(
+                "GET", path, params={"streamMode": stream_mode}, headers=headers, timeout=timeout
+            ) as response:
                 if not response.is_success:
                     response.read()
                     raise _error_from(response)

@@ -288,7 +288,11 @@ def event_line(event: Mapping[str, Any]) -> str:
     """``  12  12:00:03.120  node.completed        gate  {"outputs":…}``: one event, one line."""
     sequence = event.get("sequence")
     timestamp = event.get("timestamp")
-    clock = timestamp.partition("T")[2].rstrip("Z") if isinstance(timestamp, str) and "T" in timestamp else str(timestamp or "")
+    clock = (
+        timestamp.partition("T")[2].rstrip("Z")
+        if isinstance(timestamp, str) and "T" in timestamp
+        else str(timestamp or "")
+    )
     payload = event.get("payload")
     if isinstance(payload, dict):
         payload = {k: v for k, v in payload.items() if k not in ("nodeId", "runId")}

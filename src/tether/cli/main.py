@@ -174,8 +174,16 @@ def main() -> None:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Directory of OpenWOP fixture workflows to store at start (idempotent).",
 )
-@click.option("--max-body-bytes", default=1024 * 1024, show_default=True, type=click.IntRange(min=1), help="Largest request body accepted.")
-@click.option("--default-skill", default="echo", show_default=True, help="Workflow an A2A message without a skill runs.")
+@click.option(
+    "--max-body-bytes",
+    default=1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Largest request body accepted.",
+)
+@click.option(
+    "--default-skill", default="echo", show_default=True, help="Workflow an A2A message without a skill runs."
+)
 @click.option(
     "--a2a-request-timeout",
     default=30.0,
@@ -183,7 +191,9 @@ def main() -> None:
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds a blocking A2A message/send waits for the run.",
 )
-@click.option("--enable-test-seams", is_flag=True, help="Serve the conformance suite's test seams (never in production).")
+@click.option(
+    "--enable-test-seams", is_flag=True, help="Serve the conformance suite's test seams (never in production)."
+)
 @click.option(
     "--lease-seconds",
     default=15.0,
@@ -391,7 +401,15 @@ def _run_path(run_id: str, *rest: str) -> str:
 @click.option("--cursor", help="Page on from a previous listing's cursor.")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON array of RunSnapshots (for scripts).")
 @host_options
-def runs_list(status: str | None, workflow_id: str | None, limit: int, cursor: str | None, as_json: bool, url: str, key: str | None) -> None:
+def runs_list(
+    status: str | None,
+    workflow_id: str | None,
+    limit: int,
+    cursor: str | None,
+    as_json: bool,
+    url: str,
+    key: str | None,
+) -> None:
     """The tenant's runs, newest first."""
     import json
 
@@ -553,7 +571,11 @@ def push() -> None:
 
 
 @push.command("list")
-@click.option("--status", type=click.Choice(["pending", "delivered", "dead"]), help="Only deliveries in this state (dead = dead letters).")
+@click.option(
+    "--status",
+    type=click.Choice(["pending", "delivered", "dead"]),
+    help="Only deliveries in this state (dead = dead letters).",
+)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
 @host_options
 def push_list(status: str | None, limit: int, url: str, key: str | None) -> None:

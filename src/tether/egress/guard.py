@@ -203,7 +203,9 @@ def classify_address(address: IPAddress) -> str | None:
 
 _LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
 _NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
-_CANONICAL_IPV4 = re.compile(r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])")
+_CANONICAL_IPV4 = re.compile(
+    r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+)
 _FORBIDDEN_CHARACTERS = re.compile(r"[\x00-\x20\x7f\\]")
 
 
@@ -247,7 +249,9 @@ class EgressPolicy:
             try:
                 networks.append(ipaddress.ip_network(cidr.strip(), strict=True))
             except ValueError as exc:
-                raise InvalidInput(f"--egress-allow-cidr {cidr!r} is not a CIDR: {exc}", details={"cidr": cidr}) from exc
+                raise InvalidInput(
+                    f"--egress-allow-cidr {cidr!r} is not a CIDR: {exc}", details={"cidr": cidr}
+                ) from exc
         names: list[str] = []
         for host in self.extra_denied_hosts:
             try:
@@ -429,7 +433,9 @@ class EgressGuard:
         if parsed.scheme != "https":
             shown = f"{parsed.scheme}://" if parsed.scheme else "a URL without a scheme"
             raise EgressRefused(
-                f"only https:// URLs may be used for egress, not {shown}", arm="scheme", details={"scheme": parsed.scheme}
+                f"only https:// URLs may be used for egress, not {shown}",
+                arm="scheme",
+                details={"scheme": parsed.scheme},
             )
 
         if _FORBIDDEN_CHARACTERS.search(raw):
@@ -464,7 +470,9 @@ class EgressGuard:
         if _NUMERIC_LABEL.fullmatch(labels[-1] or (labels[-2] if len(labels) > 1 else "")):
             if not _CANONICAL_IPV4.fullmatch(host):
                 raise EgressRefused(
-                    f"numeric host {host!r} is not a canonical dotted-quad IPv4 address", arm="url", details={"host": host}
+                    f"numeric host {host!r} is not a canonical dotted-quad IPv4 address",
+                    arm="url",
+                    details={"host": host},
                 )
             literal4 = ipaddress.IPv4Address(host)
             self.check_address(literal4)
@@ -503,11 +511,15 @@ class EgressGuard:
             ) from exc
         except OSError as exc:
             raise EgressRefused(
-                f"{target.host} did not resolve: {exc}", arm="address", details={"host": target.host, "reason": "unresolvable"}
+                f"{target.host} did not resolve: {exc}",
+                arm="address",
+                details={"host": target.host, "reason": "unresolvable"},
             ) from exc
         if not answers:
             raise EgressRefused(
-                f"{target.host} resolved to no addresses", arm="address", details={"host": target.host, "reason": "unresolvable"}
+                f"{target.host} resolved to no addresses",
+                arm="address",
+                details={"host": target.host, "reason": "unresolvable"},
             )
         addresses: list[IPAddress] = []
         for answer in answers:

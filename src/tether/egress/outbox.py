@@ -23,12 +23,12 @@ import httpx
 import orjson
 from cryptography.exceptions import InvalidTag
 
-from tether.egress.signing import sign_webhook
 from tether import clock
+from tether.egress.signing import sign_webhook
 from tether.errors import TetherError
 from tether.secrets import SecretBox
-from tether.store.fanout import push_stream_task
 from tether.store.base import DeliveryRow, Store
+from tether.store.fanout import push_stream_task
 
 log = logging.getLogger("tether.outbox")
 
@@ -151,9 +151,21 @@ class OutboxWorker:
             if delay is not None and outcome.retry_after is not None:
                 delay = max(delay, outcome.retry_after)
             status, next_at = ("pending", now + timedelta(seconds=delay)) if delay is not None else ("dead", now)
-            log.warning("delivery %s attempt %d to %s failed: %s (%s)", row.delivery_id, attempts, row.url, outcome.error, status)
+            log.warning(
+                "delivery %s attempt %d to %s failed: %s (%s)",
+                row.delivery_id,
+                attempts,
+                row.url,
+                outcome.error,
+                status,
+            )
         await self.store.record_attempt(
-            row.delivery_id, status=status, attempts=attempts, next_attempt_at=clock.iso(next_at), last_error=outcome.error, now=clock.iso(now)
+            row.delivery_id,
+            status=status,
+            attempts=attempts,
+            next_attempt_at=clock.iso(next_at),
+            last_error=outcome.error,
+            now=clock.iso(now),
         )
 
     async def _send(self, row: DeliveryRow) -> _Outcome:
@@ -165,7 +177,8 @@ class OutboxWorker:
             return _Outcome(
                 False,
                 False,
-                "its secret was sealed with another host key: every host of one database needs the same --secret-key-file",
+                "its secret was sealed with another host key: every host of one database needs the same "
+                "--secret-key-file",
             )
         if prepared is None:
             return _Outcome(False, False, "its subscription no longer exists")
@@ -192,11 +205,15 @@ class OutboxWorker:
         headers = {"Content-Type": "application/json", "webhook-id": row.delivery_id, "User-Agent": "tether-outbox/1"}
         if row.kind == "a2a-push":
             task_id = push_stream_task(row.stream_key)
-            config = next((c for c in await self.store.list_push_configs(task_id) if c.config_id == row.target_id), None)
+            config = next(
+                (c for c in await self.store.list_push_configs(task_id) if c.config_id == row.target_id), None
+            )
             if config is None:
                 return None
             if config.token_secret is not None:
-                headers["X-A2A-Notification-Token"] = self.box.open(config.token_secret, context=f"push-token:{config.config_id}")
+                headers["X-A2A-Notification-Token"] = self.box.open(
+                    config.token_secret, context=f"push-token:{config.config_id}"
+                )
             if config.auth_secret is not None and config.auth_schemes:
                 credentials = self.box.open(config.auth_secret, context=f"push-auth:{config.config_id}")
                 headers["Authorization"] = f"{config.auth_schemes[0]} {credentials}"
@@ -207,7 +224,9 @@ class OutboxWorker:
                 return None
             secret = self.box.open(hook.secret, context=f"webhook:{hook.webhook_id}")
             event: dict[str, Any] = orjson.loads(row.body).get("event", {})
-            headers.update(sign_webhook(secret, row.body, webhook_id=hook.webhook_id, event_type=str(event.get("type", ""))))
+            headers.update(
+                sign_webhook(secret, row.body, webhook_id=hook.webhook_id, event_type=str(event.get("type", "")))
+            )
             headers["User-Agent"] = "openwop-webhook-dispatcher/tether"
             return headers
         if row.kind == "callback":

@@ -38,7 +38,9 @@ class Egress:
         await self.client.aclose()
 
 
-def build_egress(settings: Settings, store: Store, host_key: bytes, *, owner: str = "local", resolver: Resolver | None = None) -> Egress:
+def build_egress(
+    settings: Settings, store: Store, host_key: bytes, *, owner: str = "local", resolver: Resolver | None = None
+) -> Egress:
     """Validate the egress switches and build the guarded client and the outbox worker."""
     guard = EgressGuard(EgressPolicy(allow_cidrs=settings.egress_allow_cidrs), resolver)
     client = build_egress_client(guard, make_ssl_context(settings.egress_ca_bundle))

@@ -7,7 +7,9 @@ import hmac
 import time
 
 
-def sign_webhook(secret: str, body: bytes, *, webhook_id: str, event_type: str, timestamp: int | None = None) -> dict[str, str]:
+def sign_webhook(
+    secret: str, body: bytes, *, webhook_id: str, event_type: str, timestamp: int | None = None
+) -> dict[str, str]:
     """Headers that let a receiver check origin and freshness (``X-openwop-*`` and ``OpenWOP-*``)."""
     ts = str(int(time.time()) if timestamp is None else timestamp)
     digest = hmac.new(secret.encode(), f"{ts}.".encode() + body, hashlib.sha256).hexdigest()

@@ -15,24 +15,23 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-
 from tether import clock
 from tether.engine import events
 from tether.engine.batch import Batch, duration_ms, ms
+from tether.engine.cluster import Cluster, LeaseSettings
 from tether.engine.events import ApprovalResume
-from tether.engine.resolution import resolution_events
 from tether.engine.nodes import HANDLERS, Completed, Failed, NodeContext, Outcome, Sleep, Suspend
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
+from tether.engine.resolution import resolution_events
 from tether.engine.scheduler import Execute, Fail, Finish, Skip, Wait, node_outputs, plan, resolve_inputs
 from tether.engine.state import initial_snapshot
 from tether.engine.workflow import WorkflowDefinition, validate_inputs
 from tether.errors import Conflict, InvalidInput, NotFound, SequenceConflict, Unprocessable
 from tether.ids import new_id
-from tether.engine.cluster import Cluster, LeaseSettings
 from tether.run_state import ErrorObject, RunSnapshot
-from tether.types import TERMINAL, WAITING, Principal, RunStatus
 from tether.store.base import Commit, Extra, IdempotencyClaimed, IdempotencyRecord, LeaseLost, RunRow, Store
+from tether.types import TERMINAL, WAITING, Principal, RunStatus
 
 #: Called with (run before, run after, the events) for every commit; what it returns is
 #: written in the same transaction (task records, outbox rows). It must be pure.
@@ -94,7 +93,14 @@ class Engine:
         self.owner = owner or new_id("host_")
         #: on a shared store, runs are driven under leases (see ``tether.engine.cluster``)
         self.cluster = (
-            Cluster(store, self.owner, leases or LeaseSettings(), on_lost=self._lost, on_orphan=self._adopt, on_hint=self._hint)
+            Cluster(
+                store,
+                self.owner,
+                leases or LeaseSettings(),
+                on_lost=self._lost,
+                on_orphan=self._adopt,
+                on_hint=self._hint,
+            )
             if store.shared
             else None
         )
@@ -218,7 +224,9 @@ class Engine:
         variables = validate_inputs(entry.workflow, inputs if inputs is not None else {})
         run_id = run_id or new_id("run_")
         now = clock.now_iso()
-        empty = RunRow(run_id, principal.tenant, workflow_id, "pending", -1, initial_snapshot(run_id, workflow_id, now), now, now)
+        empty = RunRow(
+            run_id, principal.tenant, workflow_id, "pending", -1, initial_snapshot(run_id, workflow_id, now), now, now
+        )
         batch = Batch(empty, owned=True)
         started = events.run_started(
             workflow_id,
@@ -448,7 +456,15 @@ class Engine:
             inputs = resolve_inputs(wf, node_id, state)
         except InvalidInput as exc:
             return Failed("node_execution_failed", f"node {node_id!r}: {exc.message}")
-        ctx = NodeContext(run_id, node_id, node.typeId, dict(node.config), inputs, dict(state.get("variables", {})), node_outputs(state))
+        ctx = NodeContext(
+            run_id,
+            node_id,
+            node.typeId,
+            dict(node.config),
+            inputs,
+            dict(state.get("variables", {})),
+            node_outputs(state),
+        )
         return HANDLERS[node.typeId](ctx)
 
     def _suspend(self, batch: Batch, node_id: str, outcome: Suspend) -> None:
@@ -539,14 +555,29 @@ class Engine:
         def decide(row: RunRow, batch: Batch) -> None:
             state = row.state
             interrupt = state.get("interrupt")
-            if interrupt is None or interrupt["nodeId"] != node_id or (interrupt_id and interrupt["interruptId"] != interrupt_id):
+            if (
+                interrupt is None
+                or interrupt["nodeId"] != node_id
+                or (interrupt_id and interrupt["interruptId"] != interrupt_id)
+            ):
                 cancelled = state.get("cancelledInterrupt")
                 if row.status == "cancelled" and cancelled and cancelled["nodeId"] == node_id:
-                    raise Unprocessable(f"run {run_id} was cancelled while {node_id!r} waited", code="interrupt_cancelled")
+                    raise Unprocessable(
+                        f"run {run_id} was cancelled while {node_id!r} waited", code="interrupt_cancelled"
+                    )
                 resolved = state.get("resolvedInterrupts", [])
-                if any(r["nodeId"] == node_id and (interrupt_id is None or r["interruptId"] == interrupt_id) for r in resolved):
-                    raise Conflict(f"the interrupt at {node_id!r} was already resolved", code="interrupt_already_resolved")
-                raise NotFound(f"run {run_id} is not waiting at node {node_id!r}", code="interrupt_not_found", details={"runId": run_id, "nodeId": node_id})
+                if any(
+                    r["nodeId"] == node_id and (interrupt_id is None or r["interruptId"] == interrupt_id)
+                    for r in resolved
+                ):
+                    raise Conflict(
+                        f"the interrupt at {node_id!r} was already resolved", code="interrupt_already_resolved"
+                    )
+                raise NotFound(
+                    f"run {run_id} is not waiting at node {node_id!r}",
+                    code="interrupt_not_found",
+                    details={"runId": run_id, "nodeId": node_id},
+                )
             resolution_events(batch, interrupt, resume_value, principal.name)
             if advance and batch.state["status"] not in WAITING and row.workflow_id in self.registry:
                 self._advance(self.registry.get(row.workflow_id).workflow, batch)
@@ -569,7 +600,9 @@ class Engine:
             if row.status == "cancelled" or row.status == "cancelling":
                 return
             if row.status in TERMINAL:
-                raise Conflict(f"run {run_id} already {row.status}", code="run_terminal", details={"runStatus": row.status})
+                raise Conflict(
+                    f"run {run_id} already {row.status}", code="run_terminal", details={"runStatus": row.status}
+                )
             why = reason or "cancelled"
             inflight = [nid for nid, e in row.state["nodeStates"].items() if e["status"] == "running"]
             if row.status not in WAITING and inflight:

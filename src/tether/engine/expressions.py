@@ -94,9 +94,7 @@ def _check_functions(node: Mapping[str, Any], expression: str) -> None:
         variadic = bool(signature) and bool(signature[-1].get("variadic"))
         if (variadic and given < len(signature)) or (not variadic and given != len(signature)):
             expected = f"at least {len(signature)}" if variadic else str(len(signature))
-            raise InvalidInput(
-                f"invalid expression {expression!r}: {name}() takes {expected} argument(s), got {given}"
-            )
+            raise InvalidInput(f"invalid expression {expression!r}: {name}() takes {expected} argument(s), got {given}")
     for child in node.get("children", ()):
         if isinstance(child, Mapping):
             _check_functions(child, expression)

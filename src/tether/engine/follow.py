@@ -16,9 +16,8 @@ be handed a read from before the commit that woke it.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 

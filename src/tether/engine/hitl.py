@@ -146,7 +146,9 @@ def normalize_answers(value: Any, questions: list[dict[str, Any]]) -> dict[str, 
     known = [q["id"] for q in questions]
     unknown = [k for k in answers if k not in known]
     if unknown:
-        raise InvalidInput(f"no question with id {unknown[0]!r}; questions are {', '.join(known)}", details={"questions": known})
+        raise InvalidInput(
+            f"no question with id {unknown[0]!r}; questions are {', '.join(known)}", details={"questions": known}
+        )
     missing = [k for k in known if k not in answers]
     if missing:
         raise InvalidInput(f"question {missing[0]!r} is not answered", details={"missing": missing})

@@ -93,7 +93,9 @@ def _delay(ctx: NodeContext) -> Outcome:
 def _template(ctx: NodeContext) -> Outcome:
     spec = ctx.config.get("outputs")
     if not isinstance(spec, dict):
-        return Failed("config_validation_failed", f"node {ctx.node_id!r}: config.outputs must be an object of templates")
+        return Failed(
+            "config_validation_failed", f"node {ctx.node_id!r}: config.outputs must be an object of templates"
+        )
     try:
         rendered = expressions.render(spec, ctx.expression_context)
     except InvalidInput as exc:
@@ -144,7 +146,10 @@ def _external(ctx: NodeContext) -> Outcome:
     correlation = ctx.config.get("correlation")
     return Suspend(
         "external-event",
-        {"eventType": event_type, "correlation": correlation if isinstance(correlation, dict) else {"nodeId": ctx.node_id}},
+        {
+            "eventType": event_type,
+            "correlation": correlation if isinstance(correlation, dict) else {"nodeId": ctx.node_id},
+        },
         _timeout(ctx.config),
     )
 

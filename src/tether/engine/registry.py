@@ -25,7 +25,11 @@ class Entry:
 
 def bundled_workflows() -> list[WorkflowDefinition]:
     folder = resources.files("tether") / "workflows"
-    return [load_workflow_file(Path(str(f))) for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".json")]
+    return [
+        load_workflow_file(Path(str(f)))
+        for f in sorted(folder.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".json")
+    ]
 
 
 def folder_workflows(folder: Path) -> list[WorkflowDefinition]:
@@ -54,7 +58,11 @@ class WorkflowRegistry:
     def get(self, workflow_id: str) -> Entry:
         entry = self._entries.get(workflow_id)
         if entry is None:
-            raise NotFound(f"no workflow {workflow_id!r} on this host", code="workflow_not_found", details={"workflowId": workflow_id})
+            raise NotFound(
+                f"no workflow {workflow_id!r} on this host",
+                code="workflow_not_found",
+                details={"workflowId": workflow_id},
+            )
         return entry
 
     def __contains__(self, workflow_id: object) -> bool:

@@ -12,8 +12,8 @@ from typing import Any
 
 from tether.engine import expressions
 from tether.engine.state import NODE_FINISHED, Snapshot
-from tether.run_state import ErrorObject
 from tether.engine.workflow import ConnectionPort, Edge, ExpressionPort, StaticPort, VariablePort, WorkflowDefinition
+from tether.run_state import ErrorObject
 
 #: outgoing edge rules that consume a failure (the failure is then routed, not fatal)
 FAILURE_ROUTES = frozenset({"any_failed", "all_complete"})
@@ -51,7 +51,11 @@ Decision = Execute | Skip | Finish | Fail | Wait
 
 
 def node_outputs(state: Snapshot) -> dict[str, Any]:
-    return {nid: entry.get("outputs", {}) for nid, entry in state.get("nodeStates", {}).items() if entry.get("status") == "completed"}
+    return {
+        nid: entry.get("outputs", {})
+        for nid, entry in state.get("nodeStates", {}).items()
+        if entry.get("status") == "completed"
+    }
 
 
 def _edge_context(state: Snapshot) -> dict[str, Any]:
@@ -99,7 +103,10 @@ def _unhandled_failure(wf: WorkflowDefinition, state: Snapshot) -> tuple[str, Er
         entry = state.get("nodeStates", {}).get(node.id)
         if entry and entry.get("status") == "failed":
             if not any(edge.triggerRule in FAILURE_ROUTES for edge in wf.outgoing(node.id)):
-                return node.id, entry.get("error") or {"code": "node_execution_failed", "message": f"node {node.id} failed"}
+                return node.id, entry.get("error") or {
+                    "code": "node_execution_failed",
+                    "message": f"node {node.id} failed",
+                }
     return None
 
 

@@ -13,13 +13,12 @@ checks and has an empty :attr:`WorkflowDefinition.raw`.
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import copy
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
+from functools import cached_property
 from os import PathLike
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -203,9 +202,7 @@ class Edge(_NullFree):
     targetInput: str = "input"
     label: str | None = None
     condition: EdgeCondition | None = None
-    triggerRule: Literal["all_success", "any_success", "all_complete", "none_failed", "any_failed"] = (
-        "all_success"
-    )
+    triggerRule: Literal["all_success", "any_success", "all_complete", "none_failed", "any_failed"] = "all_success"
 
 
 class Trigger(_NullFree):
@@ -525,7 +522,10 @@ def _semantic_problems(workflow: WorkflowDefinition) -> list[tuple[Loc, str]]:
     for i, variable in enumerate(workflow.variables):
         if names[variable.name] != i:
             problems.append(
-                (("variables", i, "name"), f"duplicate variable {variable.name!r} (also variables[{names[variable.name]}])")
+                (
+                    ("variables", i, "name"),
+                    f"duplicate variable {variable.name!r} (also variables[{names[variable.name]}])",
+                )
             )
     return problems
 
@@ -682,7 +682,13 @@ def _cycle_through(component: list[str], graph: Mapping[str, list[str]]) -> list
 
 # --- run inputs ------------------------------------------------------------------------------
 
-_JSON_TYPE_NAMES = {"string": "a string", "number": "a number", "boolean": "a boolean", "object": "an object", "array": "an array"}
+_JSON_TYPE_NAMES = {
+    "string": "a string",
+    "number": "a number",
+    "boolean": "a boolean",
+    "object": "an object",
+    "array": "an array",
+}
 
 
 def _is_number(value: object) -> bool:

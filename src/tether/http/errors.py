@@ -11,9 +11,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from tether.errors import TetherError
-from tether.ids import new_id
 from tether.http.middleware import BodyTooLarge, too_large_body
 from tether.http.responses import json_response
+from tether.ids import new_id
 
 log = logging.getLogger("tether.http")
 
@@ -30,7 +30,9 @@ _STATUS_CODES = {
 }
 
 
-def envelope(status: int, code: str, message: str, details: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Response:
+def envelope(
+    status: int, code: str, message: str, details: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+) -> Response:
     body: dict[str, Any] = {"error": code, "message": message}
     if details:
         body["details"] = details

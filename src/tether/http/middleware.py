@@ -40,7 +40,13 @@ class BodyLimit:
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
         body = too_large_body(scope["path"], self.limit)
-        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"application/json"), (b"connection", b"close")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -64,7 +64,14 @@ def json_object(value: Any, what: str = "the body") -> dict[str, Any]:
 
 def body_schema(model: type[Any]) -> dict[str, Any]:
     """``openapi_extra`` that documents a request body parsed by hand with ``model``."""
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": model.model_json_schema(ref_template="#/components/schemas/{model}")}}}}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": model.model_json_schema(ref_template="#/components/schemas/{model}")}
+            },
+        }
+    }
 
 
 def parse_model(model: type[Any], value: Any) -> Any:

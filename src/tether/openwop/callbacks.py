@@ -26,14 +26,34 @@ def callback_projector(signer: TokenSigner, settings: Settings) -> Projector:
         interrupt = after.state.get("interrupt")
         if not url or not interrupt or not any(e["type"] == "interrupt.requested" for e in events):
             return []
-        token = signer.mint(after.run_id, interrupt["nodeId"], interrupt["interruptId"], intent="resolve", deadline=interrupt_deadline(interrupt))
+        token = signer.mint(
+            after.run_id,
+            interrupt["nodeId"],
+            interrupt["interruptId"],
+            intent="resolve",
+            deadline=interrupt_deadline(interrupt),
+        )
         body = {
             "runId": after.run_id,
             "status": after.status,
-            "interrupt": {"kind": interrupt["kind"], "nodeId": interrupt["nodeId"], "interruptId": interrupt["interruptId"], "key": interrupt["key"]},
+            "interrupt": {
+                "kind": interrupt["kind"],
+                "nodeId": interrupt["nodeId"],
+                "interruptId": interrupt["interruptId"],
+                "key": interrupt["key"],
+            },
             "interruptToken": token,
             "interruptUrl": f"{settings.base_url}/v1/interrupts/{token}",
         }
-        return [Fanout(kind="callback", tenant=after.tenant, run_id=after.run_id, sequence=after.last_sequence, body=orjson.dumps(body), url=url)]
+        return [
+            Fanout(
+                kind="callback",
+                tenant=after.tenant,
+                run_id=after.run_id,
+                sequence=after.last_sequence,
+                body=orjson.dumps(body),
+                url=url,
+            )
+        ]
 
     return project

@@ -8,7 +8,6 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from tether import __version__
-
 from tether.http.responses import json_response
 from tether.openwop.surface import RestSurface, rest_of
 

@@ -23,12 +23,30 @@ from tether.types import TERMINAL, Principal
 router = APIRouter(tags=["events"])
 
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
-UPDATES = frozenset({
-    "run.started", "run.completed", "run.failed", "run.cancelled", "run.paused", "run.resumed",
-    "node.completed", "node.failed", "node.skipped", "node.suspended", "node.dispatched",
-    "approval.requested", "approval.received", "clarification.requested", "clarification.resolved",
-    "interrupt.requested", "interrupt.resolved", "artifact.created", "run.annotated", "workspace.updated",
-})
+UPDATES = frozenset(
+    {
+        "run.started",
+        "run.completed",
+        "run.failed",
+        "run.cancelled",
+        "run.paused",
+        "run.resumed",
+        "node.completed",
+        "node.failed",
+        "node.skipped",
+        "node.suspended",
+        "node.dispatched",
+        "approval.requested",
+        "approval.received",
+        "clarification.requested",
+        "clarification.resolved",
+        "interrupt.requested",
+        "interrupt.resolved",
+        "artifact.created",
+        "run.annotated",
+        "workspace.updated",
+    }
+)
 STREAM_MODES = ("updates", "messages", "debug")
 
 

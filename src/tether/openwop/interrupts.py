@@ -7,14 +7,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from tether.types import Principal
 from tether.errors import Conflict, Forbidden
 from tether.http.requests import body_schema, json_body, parse_model
-from tether.openwop.models import ERRORS, ResolveRequest
 from tether.http.responses import json_response
-from tether.openwop.surface import RestSurface, rest_of
+from tether.openwop.models import ERRORS, ResolveRequest
+from tether.openwop.surface import rest_of
 from tether.openwop.tokens import TokenClaims
 from tether.run_state import InterruptRecord
+from tether.types import Principal
 
 router = APIRouter(tags=["interrupts"], responses=ERRORS)
 
@@ -33,7 +33,9 @@ async def _live(request: Request, token: str) -> tuple[TokenClaims, InterruptRec
 async def inspect_interrupt(request: Request, token: str) -> Response:
     """What the interrupt asks (no API key: the token is the credential)."""
     _, interrupt = await _live(request, token)
-    body: dict[str, Any] = {k: interrupt[k] for k in ("kind", "key", "data", "nodeId", "interruptId", "requestedAt") if k in interrupt}
+    body: dict[str, Any] = {
+        k: interrupt[k] for k in ("kind", "key", "data", "nodeId", "interruptId", "requestedAt") if k in interrupt
+    }
     if interrupt.get("timeoutMs"):
         body["timeoutMs"] = interrupt["timeoutMs"]
     return json_response(body)
@@ -47,7 +49,9 @@ async def _resolve(request: Request, token: str) -> Response:
     owner = await rest_of(request).store.get_run(claims.run_id)
     assert owner is not None
     principal = Principal(owner.tenant, f"token:{claims.interrupt_id}")
-    row = await rest_of(request).engine.resolve(principal, claims.run_id, claims.node_id, body.resumeValue, interrupt_id=claims.interrupt_id)
+    row = await rest_of(request).engine.resolve(
+        principal, claims.run_id, claims.node_id, body.resumeValue, interrupt_id=claims.interrupt_id
+    )
     return json_response({"runId": row.run_id, "nodeId": claims.node_id, "status": row.status})
 
 

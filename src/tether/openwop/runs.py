@@ -13,10 +13,10 @@ from starlette.responses import Response
 
 from tether.engine.engine import IdempotencyClaim
 from tether.engine.state import STARTED
-from tether.ids import new_id
-from tether.types import Principal
 from tether.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tether.http.requests import body_schema, json_body, parse_model, require
+from tether.http.responses import json_response
+from tether.ids import new_id
 from tether.openwop.models import (
     ERRORS,
     CancelRequest,
@@ -26,10 +26,10 @@ from tether.openwop.models import (
     ResolveResponse,
     StatusResponse,
 )
-from tether.http.responses import json_response
-from tether.openwop.surface import RestSurface, rest_of
 from tether.openwop.snapshot import run_snapshot
+from tether.openwop.surface import rest_of
 from tether.store.base import IdempotencyRecord, RunRow
+from tether.types import Principal
 
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._~:\-]{1,255}$")
 _RUN_ID_MAX = 128
@@ -70,7 +70,9 @@ async def create_run(request: Request, principal: Principal = Depends(require("r
         try:
             await rest.guard.resolve_and_check(body.callbackUrl)
         except InvalidInput as exc:
-            raise InvalidInput(f"callbackUrl: {exc.message}", details={"field": "callbackUrl", **(exc.details or {})}) from exc
+            raise InvalidInput(
+                f"callbackUrl: {exc.message}", details={"field": "callbackUrl", **(exc.details or {})}
+            ) from exc
     key = request.headers.get("idempotency-key")
     claim = None
     digest = _digest(raw)
@@ -127,7 +129,9 @@ async def list_runs(
             raise InvalidInput("cursor is not one this host issued") from exc
         if not before.startswith("run_"):
             raise InvalidInput("cursor is not one this host issued")
-    rows = await rest.store.list_runs(principal.tenant, status=status, workflow_id=workflowId, limit=limit + 1, before=before)
+    rows = await rest.store.list_runs(
+        principal.tenant, status=status, workflow_id=workflowId, limit=limit + 1, before=before
+    )
     next_cursor = None
     if len(rows) > limit:
         rows = rows[:limit]
@@ -165,12 +169,18 @@ async def cancel_run(request: Request, run_id: str, principal: Principal = Depen
 
 
 @router.post("/v1/runs/{run_id}:cancel", include_in_schema=False)
-async def cancel_run_alias(request: Request, run_id: str, principal: Principal = Depends(require("runs:cancel"))) -> Response:
+async def cancel_run_alias(
+    request: Request, run_id: str, principal: Principal = Depends(require("runs:cancel"))
+) -> Response:
     return await _cancel(request, run_id, principal)
 
 
-@router.post("/v1/runs/{run_id}/interrupts/{node_id}", response_model=ResolveResponse, openapi_extra=body_schema(ResolveRequest))
-async def resolve_interrupt(request: Request, run_id: str, node_id: str, principal: Principal = Depends(require("approvals:respond"))) -> Response:
+@router.post(
+    "/v1/runs/{run_id}/interrupts/{node_id}", response_model=ResolveResponse, openapi_extra=body_schema(ResolveRequest)
+)
+async def resolve_interrupt(
+    request: Request, run_id: str, node_id: str, principal: Principal = Depends(require("approvals:respond"))
+) -> Response:
     """Answer the run's pending approval, clarification or external event at ``node_id``."""
     _check_run_id(run_id)
     body: ResolveRequest = parse_model(ResolveRequest, await json_body(request))

@@ -6,10 +6,10 @@ from typing import Any
 
 from tether import clock
 from tether.engine.batch import ENGINE_VERSION
-from tether.types import Principal
 from tether.openwop.tokens import TokenSigner
 from tether.run_state import InterruptRecord
 from tether.store.base import RunRow
+from tether.types import Principal
 
 
 def interrupt_deadline(interrupt: InterruptRecord) -> float | None:
@@ -45,7 +45,13 @@ def run_snapshot(row: RunRow, signer: TokenSigner, principal: Principal | None) 
     interrupt = state.get("interrupt")
     if interrupt:
         intent = "resolve" if principal is None or principal.can("approvals:respond") else "inspect"
-        token = signer.mint(row.run_id, interrupt["nodeId"], interrupt["interruptId"], intent=intent, deadline=interrupt_deadline(interrupt))
+        token = signer.mint(
+            row.run_id,
+            interrupt["nodeId"],
+            interrupt["interruptId"],
+            intent=intent,
+            deadline=interrupt_deadline(interrupt),
+        )
         snap["interrupt"] = {
             "kind": interrupt["kind"],
             "nodeId": interrupt["nodeId"],

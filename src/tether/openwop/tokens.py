@@ -46,7 +46,15 @@ class TokenSigner:
         expires = time.time() + self.ttl
         if deadline is not None:
             expires = min(expires, deadline)
-        payload = orjson.dumps({"runId": run_id, "nodeId": node_id, "interruptId": interrupt_id, "expiresAt": int(expires), "intent": intent})
+        payload = orjson.dumps(
+            {
+                "runId": run_id,
+                "nodeId": node_id,
+                "interruptId": interrupt_id,
+                "expiresAt": int(expires),
+                "intent": intent,
+            }
+        )
         mac = hmac.new(self._key, payload, hashlib.sha256).digest()
         return f"{_b64(payload)}.{_b64(mac)}"
 
@@ -64,4 +72,6 @@ class TokenSigner:
         claims: dict[str, Any] = orjson.loads(payload)
         if claims["expiresAt"] < time.time():
             raise Gone("this interrupt token has expired; read the run again for a fresh one", code="interrupt_expired")
-        return TokenClaims(claims["runId"], claims["nodeId"], claims["interruptId"], float(claims["expiresAt"]), claims["intent"])
+        return TokenClaims(
+            claims["runId"], claims["nodeId"], claims["interruptId"], float(claims["expiresAt"]), claims["intent"]
+        )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-
 import secrets as random_secrets
 from typing import Any
 
@@ -13,14 +12,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from tether import clock
-from tether.types import Principal
 from tether.errors import Forbidden, InvalidInput, NotFound
-from tether.ids import new_id
 from tether.http.requests import body_schema, json_body, parse_model, require
-from tether.openwop.models import ERRORS
 from tether.http.responses import json_response
-from tether.openwop.surface import RestSurface, rest_of
+from tether.ids import new_id
+from tether.openwop.models import ERRORS
+from tether.openwop.surface import rest_of
 from tether.store.base import DeliveryRow, Extra, Fanout, RunRow, WebhookRow
+from tether.types import Principal
 
 router = APIRouter(tags=["webhooks"], responses=ERRORS)
 
@@ -66,13 +65,24 @@ async def register_webhook(request: Request, principal: Principal = Depends(requ
     try:
         await rest.guard.resolve_and_check(body.url)
     except InvalidInput as exc:
-        raise InvalidInput(exc.message, code="webhook_url_rejected", details={"url": body.url, **(exc.details or {})}) from exc
+        raise InvalidInput(
+            exc.message, code="webhook_url_rejected", details={"url": body.url, **(exc.details or {})}
+        ) from exc
     secret = body.secret if body.secret and len(body.secret) >= 32 else random_secrets.token_hex(32)
     webhook_id = new_id("wh_")
     now = clock.now_iso()
     fingerprint = rest.box.fingerprint(secret)
     await rest.store.put_webhook(
-        WebhookRow(webhook_id, principal.tenant, body.url, list(events), list(body.tags), rest.box.seal(secret, context=f"webhook:{webhook_id}"), fingerprint, now)
+        WebhookRow(
+            webhook_id,
+            principal.tenant,
+            body.url,
+            list(events),
+            list(body.tags),
+            rest.box.seal(secret, context=f"webhook:{webhook_id}"),
+            fingerprint,
+            now,
+        )
     )
     return json_response(
         {
@@ -92,7 +102,12 @@ async def register_webhook(request: Request, principal: Principal = Depends(requ
 
 
 @router.delete("/v1/webhooks/{webhook_id}", status_code=204)
-async def delete_webhook(request: Request, webhook_id: str, tenantId: str | None = Query(default=None), principal: Principal = Depends(require("webhooks:manage"))) -> Response:
+async def delete_webhook(
+    request: Request,
+    webhook_id: str,
+    tenantId: str | None = Query(default=None),
+    principal: Principal = Depends(require("webhooks:manage")),
+) -> Response:
     """Unsubscribe; pending deliveries to it are dropped at their next attempt."""
     if tenantId is not None and tenantId != principal.tenant:
         raise Forbidden("tenantId names a tenant this API key does not belong to")
@@ -132,7 +147,9 @@ async def list_deliveries(
 
 
 @router.post("/v1/deliveries/{delivery_id}/redeliver")
-async def redeliver(request: Request, delivery_id: str, principal: Principal = Depends(require("webhooks:manage"))) -> Response:
+async def redeliver(
+    request: Request, delivery_id: str, principal: Principal = Depends(require("webhooks:manage"))
+) -> Response:
     """Put a dead letter back in line; it is attempted again on the whole ladder."""
     rest = rest_of(request)
     if not await rest.store.redeliver(delivery_id, principal.tenant, clock.now_iso()):

@@ -13,7 +13,15 @@ from tether.store.base import (
 )
 
 __all__ = [
-    "Commit", "EventRow", "IdempotencyRecord", "KeyRow", "RunRow", "Store", "TaskMessage", "TaskRecord", "WorkflowRow",
+    "Commit",
+    "EventRow",
+    "IdempotencyRecord",
+    "KeyRow",
+    "RunRow",
+    "Store",
+    "TaskMessage",
+    "TaskRecord",
+    "WorkflowRow",
     "open_store",
 ]
 

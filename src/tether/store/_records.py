@@ -39,8 +39,19 @@ from tether.store.base import (
 )
 
 __all__ = [
-    "DELIVERY", "EVENT", "IDEMPOTENCY", "KEY", "MESSAGE", "PUSH_CONFIG", "RECORD_MAPS", "RUN", "TASK",
-    "WEBHOOK", "WORKFLOW", "Kind", "RecordMap",
+    "DELIVERY",
+    "EVENT",
+    "IDEMPOTENCY",
+    "KEY",
+    "MESSAGE",
+    "PUSH_CONFIG",
+    "RECORD_MAPS",
+    "RUN",
+    "TASK",
+    "WEBHOOK",
+    "WORKFLOW",
+    "Kind",
+    "RecordMap",
 ]
 
 R = TypeVar("R")
@@ -56,7 +67,10 @@ def _json_text(value: Any) -> str:
 
 _ENCODE: Final[Mapping[Kind, Callable[[Any], Any]]] = {"json_text": _json_text, "json_bytes": orjson.dumps}
 _DECODE: Final[Mapping[Kind, Callable[[Any], Any]]] = {
-    "json_text": orjson.loads, "json_bytes": orjson.loads, "bytes": bytes, "flag": bool,
+    "json_text": orjson.loads,
+    "json_bytes": orjson.loads,
+    "bytes": bytes,
+    "flag": bool,
 }
 
 
@@ -158,5 +172,14 @@ DELIVERY: Final = RecordMap(DeliveryRow, "outbox", {"body": "bytes", "final": "f
 
 #: every map, for the tests that hold them against both schemas
 RECORD_MAPS: Final[tuple[RecordMap[Any], ...]] = (
-    RUN, EVENT, IDEMPOTENCY, KEY, WORKFLOW, TASK, MESSAGE, PUSH_CONFIG, WEBHOOK, DELIVERY,
+    RUN,
+    EVENT,
+    IDEMPOTENCY,
+    KEY,
+    WORKFLOW,
+    TASK,
+    MESSAGE,
+    PUSH_CONFIG,
+    WEBHOOK,
+    DELIVERY,
 )

@@ -30,9 +30,7 @@ def push_stream_task(stream_key: str) -> str:
     return stream_key.split(":")[1]
 
 
-def targets(
-    fanout: Fanout, push_configs: Iterable[tuple[str, str]], webhooks: Iterable[WebhookRow]
-) -> list[Target]:
+def targets(fanout: Fanout, push_configs: Iterable[tuple[str, str]], webhooks: Iterable[WebhookRow]) -> list[Target]:
     """The deliveries ``fanout`` makes, given the task's push configs as (config id, url)
     (read for "a2a-push") and the tenant's webhooks (read for "webhook")."""
     if fanout.kind == "a2a-push" and fanout.task_id is not None:

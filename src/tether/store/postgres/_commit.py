@@ -73,6 +73,12 @@ async def fan_out(conn: asyncpg.Connection, fanout: Fanout, now: str) -> int:
             [t.target_id for t in found],
             [t.stream_key for t in found],
             [t.url for t in found],
-            fanout.tenant, fanout.kind, fanout.run_id, fanout.sequence, fanout.rendered(), fanout.final, now,
+            fanout.tenant,
+            fanout.kind,
+            fanout.run_id,
+            fanout.sequence,
+            fanout.rendered(),
+            fanout.final,
+            now,
         )
     return len(found)

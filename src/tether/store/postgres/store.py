@@ -180,8 +180,14 @@ class PostgresStore:
                     raise SequenceConflict(run.run_id)
             else:
                 status = await conn.execute(
-                    Q["update_run"], run.run_id, run.status, run.last_sequence, orjson.dumps(run.state),
-                    run.updated_at, run.due_at, commit.expected_sequence,
+                    Q["update_run"],
+                    run.run_id,
+                    run.status,
+                    run.last_sequence,
+                    orjson.dumps(run.state),
+                    run.updated_at,
+                    run.due_at,
+                    commit.expected_sequence,
                 )
                 if rows_affected(status) != 1:
                     raise SequenceConflict(run.run_id)

@@ -183,10 +183,22 @@ def fan_out(
     body = fanout.rendered() if found else b""
     for target_id, stream_key, url in found:
         delivery = DeliveryRow(
-            delivery_id=new_id("dlv_"), tenant=fanout.tenant, kind=fanout.kind, target_id=target_id,
-            stream_key=stream_key, run_id=fanout.run_id, sequence=fanout.sequence, url=url, body=body,
-            final=fanout.final, status="pending", attempts=0, next_attempt_at=now, last_error=None,
-            created_at=now, updated_at=now,
+            delivery_id=new_id("dlv_"),
+            tenant=fanout.tenant,
+            kind=fanout.kind,
+            target_id=target_id,
+            stream_key=stream_key,
+            run_id=fanout.run_id,
+            sequence=fanout.sequence,
+            url=url,
+            body=body,
+            final=fanout.final,
+            status="pending",
+            attempts=0,
+            next_attempt_at=now,
+            last_error=None,
+            created_at=now,
+            updated_at=now,
         )
         rows.add(_inserts.OUTBOX, _records.DELIVERY.values(delivery))
     return len(found)

@@ -27,9 +27,7 @@ Params = Sequence[Any] | Mapping[str, Any]
 def connect(path: Path) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), usable from any thread."""
     # cached_statements: the writer's multi-row INSERTs come in many row counts (see _inserts)
-    conn = sqlite3.connect(
-        path, isolation_level=None, check_same_thread=False, timeout=10.0, cached_statements=256
-    )
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0, cached_statements=256)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=10000")

@@ -26,9 +26,7 @@ def apply_migrations(conn: sqlite3.Connection) -> list[int]:
     The whole check-and-apply runs under one write lock, so two processes opening a
     new file at once (``tether serve`` and ``tether keys create``) apply each once.
     """
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
-    )
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
     applied = []
     conn.execute("BEGIN IMMEDIATE")
     try:
