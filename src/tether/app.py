@@ -157,6 +157,13 @@ def build_app(settings: Settings) -> RpcEndpoint:
             store = open_store_for(settings)
             await store.open()
             stack.push_async_callback(store.close)
+            serving = False
+
+            def stopped() -> None:  # after the engine and the outbox, before the store closes
+                if serving:
+                    print("tether: stopped; every acknowledged run is on disk", flush=True)
+
+            stack.callback(stopped)
             key = host_secret(settings.host_key_path)
             try:
                 await check_host_key(store, key, settings.host_key_path)
@@ -167,6 +174,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
             notifier = Notifier(fallback=settings.fallback_poll_seconds if store.shared else None)
             owner = host_identity(settings.data_dir)
             egress = build_egress(settings, store, key, owner=owner)
+            stack.push_async_callback(egress.close)
             signer = TokenSigner(key, settings.interrupt_token_ttl)
             logs = RunLogs(store, notifier)
             engine = Engine(
@@ -208,8 +216,6 @@ def build_app(settings: Settings) -> RpcEndpoint:
                 families={"a2a": a2a.discovery_block()},
             )
             dev_key = await ensure_dev_key(store)
-            stack.callback(print, "tether: stopped; every acknowledged run is on disk", flush=True)
-            stack.push_async_callback(egress.close)
             resumed = await engine.start()
             stack.push_async_callback(engine.stop)
             egress.start()
@@ -217,6 +223,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
             if dev_key is not None:
                 print(f"tether: first start, created API key 'dev' (shown once):\n{dev_key}", flush=True)
             print(f"tether: resumed {resumed} unfinished run(s); serving on {settings.base_url}", flush=True)
+            serving = True
             yield
 
     app = FastAPI(

@@ -19,6 +19,9 @@ from schemas import a2a_validator
 from tether.a2a.jsonrpc import TaskNotFound, rpc_error_from
 from tether.errors import NotFound
 
+#: each test checks that its refusals wrote nothing by listing every run: a host of its own each
+pytestmark = pytest.mark.fresh_host
+
 LONG = "x" * 900_000  # a 900 KB value: it must never come back
 
 
@@ -360,6 +363,7 @@ def test_by_default_the_card_requires_a_key_and_keyless_a2a_is_401(host: HostPro
     assert _runs(http) == []
 
 
-def test_the_anonymous_tenant_must_be_a_tenant_name(start_host) -> None:  # type: ignore[no-untyped-def]
+def test_the_anonymous_tenant_must_be_a_tenant_name(start_process) -> None:  # type: ignore[no-untyped-def]
+    """Refused by ``tether serve`` itself, at start: a real process."""
     with pytest.raises(AssertionError, match="Invalid value for '--a2a-anonymous-tenant'"):
-        start_host("--a2a-anonymous-tenant", "not a tenant!")
+        start_process("--a2a-anonymous-tenant", "not a tenant!")
