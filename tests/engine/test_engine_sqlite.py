@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from schemas import openwop_validator
+from workflow_docs import node as _node
+from workflow_docs import workflow_doc as _workflow
 
 from tether.auth.keys import ALL_SCOPES
 from tether.engine.engine import Engine
@@ -30,32 +32,6 @@ from tether.types import TERMINAL, Principal
 ALICE = Principal("default", "key:alice", frozenset(ALL_SCOPES))
 WAIT = 10.0
 Doc = dict[str, Any]
-
-
-def _node(node_id: str, type_id: str = "core.noop", **extra: Any) -> Doc:
-    return {
-        "id": node_id,
-        "typeId": type_id,
-        "name": node_id,
-        "position": {"x": 0, "y": 0},
-        "config": {},
-        "inputs": {},
-        **extra,
-    }
-
-
-def _workflow(workflow_id: str, nodes: list[Doc], edges: list[Doc], variables: list[Doc] | None = None) -> Doc:
-    return {
-        "id": workflow_id,
-        "name": workflow_id,
-        "version": "1.0.0",
-        "nodes": nodes,
-        "edges": edges,
-        "triggers": [{"id": "manual", "type": "manual"}],
-        "variables": variables or [],
-        "metadata": {},
-        "settings": {},
-    }
 
 
 def _timed_gate(workflow_id: str, **config: Any) -> Doc:

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 from schemas import openwop_validator
+from workflow_docs import node as _node
+from workflow_docs import workflow_doc
 
 from tether.auth.keys import ALL_SCOPES
 from tether.engine import events
@@ -160,30 +162,8 @@ def test_constructed_payload_matches_the_schema(constructor: str, event: NewEven
 # --- every doc that real runs commit ----------------------------------------------------------------
 
 
-def _node(node_id: str, type_id: str = "core.noop", **extra: Any) -> Doc:
-    return {
-        "id": node_id,
-        "typeId": type_id,
-        "name": node_id,
-        "position": {"x": 0, "y": 0},
-        "config": {},
-        "inputs": {},
-        **extra,
-    }
-
-
 def _workflow(workflow_id: str, nodes: list[Doc], edges: list[Doc]) -> Doc:
-    return {
-        "id": workflow_id,
-        "name": workflow_id,
-        "version": "1.0.0",
-        "nodes": nodes,
-        "edges": edges,
-        "triggers": [{"id": "manual", "type": "manual"}],
-        "variables": [{"name": "n", "type": "number", "defaultValue": 5}],
-        "metadata": {},
-        "settings": {},
-    }
+    return workflow_doc(workflow_id, nodes, edges, [{"name": "n", "type": "number", "defaultValue": 5}])
 
 
 TEST_WORKFLOWS = [
