@@ -115,7 +115,8 @@ class HostClient:
         self._http.close()
 
     def _send(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None) -> Any:
-        query = {k: v for k, v in (params or {}).items() if v is not None}
+        # None, not {}, when there is nothing to add: httpx replaces a path's own query with any params given
+        query = {k: v for k, v in (params or {}).items() if v is not None} or None
         try:
             response = self._http.request(method, path, params=query, json=body if method != "GET" else None)
         except httpx.TransportError as exc:

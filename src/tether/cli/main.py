@@ -580,9 +580,8 @@ def push() -> None:
 @host_options
 def push_list(status: str | None, limit: int, url: str, key: str | None) -> None:
     """Deliveries of your tenant, newest first, with their last error."""
-    params = f"?limit={limit}" + (f"&status={status}" if status else "")
     with _client(url, key) as client:
-        body = client.get(f"/v1/deliveries{params}")
+        body = client.get("/v1/deliveries", {"limit": limit, "status": status})
     items = body.get("deliveries", []) if isinstance(body, dict) else []
     if not items:
         click.echo("no deliveries" + (f" in state {status}" if status else ""))
