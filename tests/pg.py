@@ -23,7 +23,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -71,25 +71,24 @@ def _unreachable(url: str, exc: BaseException) -> None:
 
 
 @contextmanager
-def fresh_database() -> Iterator[str]:
-    """Create ``tether_test_<hex>``, yield its DSN, then drop it (connections and all)."""
+def _database(template: str | None) -> Iterator[str]:
+    """Create ``tether_test_<hex>`` (a copy of ``template``, if any), yield its DSN, drop it and its connections."""
     url = admin_url()
     name = f"tether_test_{uuid.uuid4().hex}"
+    create = f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")
     try:
-        _run(lambda: _admin(url, f'CREATE DATABASE "{name}"'))
+        _run(lambda: _admin(url, create))
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         _unreachable(url, exc)
     try:
         yield database_url(url, name)
     finally:
-        _run(
-            lambda: _admin(
-                url,
-                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> "
-                "pg_backend_pid()",
-                f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
-            )
-        )
+        _run(lambda: _admin(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def fresh_database() -> AbstractContextManager[str]:
+    """An empty database: its first host runs every migration."""
+    return _database(None)
 
 
 _template_lock = threading.Lock()
@@ -119,20 +118,9 @@ def _migrated_template(url: str) -> str:
         return name
 
 
-@contextmanager
-def migrated_database() -> Iterator[str]:
+def migrated_database() -> AbstractContextManager[str]:
     """Like ``fresh_database``, with the schema already migrated (a copy of a template)."""
-    url = admin_url()
-    template = _migrated_template(url)
-    name = f"tether_test_{uuid.uuid4().hex}"
-    try:
-        _run(lambda: _admin(url, f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        _unreachable(url, exc)
-    try:
-        yield database_url(url, name)
-    finally:
-        _run(lambda: _admin(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    return _database(_migrated_template(admin_url()))
 
 
 def drop_template() -> None:

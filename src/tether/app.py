@@ -200,7 +200,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
             a2a = a2a_capabilities(settings)
             app.state.verifier = verifier
             app.state.logs = logs
-            app.state.a2a = A2ASurface(settings, store, engine, registry, logs, verifier, egress.guard, egress.box)
+            app.state.a2a = A2ASurface(settings, a2a, store, engine, registry, logs, verifier, egress.guard, egress.box)
             app.state.rest = RestSurface(
                 settings,
                 store,

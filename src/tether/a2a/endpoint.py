@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from tether.a2a.capabilities import RPC_PATH, a2a_capabilities
+from tether.a2a.capabilities import RPC_PATH
 from tether.a2a.handlers import (
     A2A_SCOPES,
     METHODS,
@@ -213,7 +213,7 @@ class RpcEndpoint:
                 500, "internal_error", "the host failed to check this request's key", {"correlationId": correlation}
             )
         if self._handlers is None:
-            self._handlers = A2AHandlers(a2a, a2a_capabilities(a2a.settings), EncodedTasks(), StreamProjections())
+            self._handlers = A2AHandlers(a2a, EncodedTasks(), StreamProjections())
         try:
             outcome = await self._handlers.handle(principal, call, last_event_id=last_event_id)
         except RpcError as error:

@@ -19,7 +19,6 @@ import orjson
 from pydantic import BaseModel
 
 from tether import clock
-from tether.a2a.capabilities import A2ACapabilities
 from tether.a2a.jsonrpc import (
     ContentTypeNotSupported,
     ExtendedCardNotConfigured,
@@ -179,11 +178,9 @@ def _history_entry(dumped: dict[str, Any], task_id: str, context_id: str) -> dic
 class A2AHandlers:
     """The methods of ``/v1/a2a`` for one host; one per host, it keeps only encodings and projections."""
 
-    def __init__(
-        self, a2a: A2ASurface, capabilities: A2ACapabilities, encoded: EncodedTasks, projections: StreamProjections
-    ) -> None:
+    def __init__(self, a2a: A2ASurface, encoded: EncodedTasks, projections: StreamProjections) -> None:
         self.a2a = a2a
-        self.capabilities = capabilities
+        self.capabilities = a2a.capabilities
         self.encoded = encoded
         self.projections = projections
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH, a2a_capabilities
+from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH
 from tether.a2a.card import agent_card
 from tether.a2a.push import push_record
 from tether.a2a.surface import a2a_of
@@ -28,7 +28,7 @@ async def get_agent_card(request: Request) -> Response:
     """Public (no credentials): how to reach this agent and what it can do."""
     a2a = a2a_of(request)
     anonymous = a2a.settings.a2a_anonymous_tenant is not None
-    card = agent_card(a2a_capabilities(a2a.settings), a2a.registry, a2a.settings.default_skill, anonymous=anonymous)
+    card = agent_card(a2a.capabilities, a2a.registry, a2a.settings.default_skill, anonymous=anonymous)
     return json_response(card, headers={"Cache-Control": "public, max-age=60"})
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
+from tether.a2a.capabilities import A2ACapabilities
 from tether.auth.keys import KeyVerifier
 from tether.egress.guard import EgressGuard
 from tether.engine.engine import Engine
@@ -23,6 +24,8 @@ class A2ASurface:
     """The collaborators of ``/v1/a2a``, the agent card and the A2A seams: no more, no less."""
 
     settings: Settings
+    #: what this surface serves, computed once: the card, the endpoint and discovery read it
+    capabilities: A2ACapabilities
     store: Store
     engine: Engine
     registry: WorkflowRegistry
