@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from a2a.client import A2ACardResolver
-from a2a_wire import error, message, send
+from a2a_wire import error, message, rpc, send
 from harness import Host
 from schemas import a2a_validator, fixtures_dir, openwop_validator
 
@@ -42,13 +42,26 @@ def test_card_and_discovery_advertise_the_same_flags(host: Host) -> None:
         "streaming": True,
         "pushNotifications": True,
         "durableTasks": True,
-        "protocolVersions": ["0.3"],
-        "preferredVersion": "0.3",
-        "profiles": ["a2a-0.3-legacy"],
+        "protocolVersions": ["1.0", "0.3"],
+        "preferredVersion": "1.0",
+        "profiles": ["a2a-1.0", "a2a-0.3-legacy"],
     }
     assert "a2a" in discovery["supportedTransports"]
     assert card["capabilities"]["streaming"] is a2a["streaming"]
     assert card["capabilities"]["pushNotifications"] is a2a["pushNotifications"]
+
+
+def test_the_extended_card_is_served_to_key_holders_as_the_card_says(host: Host, http: httpx.Client) -> None:
+    public = http.get("/.well-known/agent-card.json").json()
+    assert public["supportsAuthenticatedExtendedCard"] is True and public["capabilities"]["extendedAgentCard"] is True
+    extended = rpc(http, "agent/getAuthenticatedExtendedCard", {})["result"]
+    a2a_validator("AgentCard").validate(extended)
+    assert extended == public
+    with host.client() as anonymous:
+        refused = anonymous.post(
+            "/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard"}
+        )
+    assert refused.status_code == 401
 
 
 def test_card_security_is_what_the_endpoint_enforces(host: Host) -> None:

@@ -142,7 +142,6 @@ def test_content_and_skill_refusals(http: httpx.Client) -> None:
         "tasks/pushNotificationConfig/delete",
     ):
         assert error(http, method, {"id": "run_nope", "pushNotificationConfigId": "c1"})["code"] == -32001
-    assert error(http, "agent/getAuthenticatedExtendedCard", {})["code"] == -32007
     _nothing_stored(http)
 
 

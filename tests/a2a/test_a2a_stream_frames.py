@@ -12,7 +12,7 @@ from schemas import a2a_validator
 from starlette.applications import Starlette
 
 from tether.a2a.endpoint import RpcEndpoint
-from tether.a2a.streams import StreamProjections, sse, task_first
+from tether.a2a.streams import StreamProjections, jsonrpc_framing, sse, task_first
 from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
 from tether.engine.state import apply, initial_snapshot
@@ -67,7 +67,8 @@ async def test_idle_streams_send_keepalives_and_wake_on_a_hint() -> None:
         settings=Settings(keepalive_seconds=0.05), store=store, notifier=notifier, logs=RunLogs(store, notifier)
     )  # type: ignore[arg-type]
     frames = sse(
-        "r1", task_first(host, StreamProjections(), store.row, "ctx_1", [], None, final_on_input_required=False)
+        jsonrpc_framing("r1", legacy=True),
+        task_first(host, StreamProjections(), store.row, "ctx_1", [], None, final_on_input_required=False),
     )
     first = await anext(frames)
     assert first.startswith(b"id: 0\ndata: ")
@@ -153,7 +154,10 @@ async def test_streams_of_one_run_share_each_projection_and_never_change_a_kept_
     projections = StreamProjections()
     row = store.row
     streams = [
-        sse(f"r{i}", task_first(host, projections, row, "ctx_1", [], None, final_on_input_required=False))
+        sse(
+            jsonrpc_framing(f"r{i}", legacy=True),
+            task_first(host, projections, row, "ctx_1", [], None, final_on_input_required=False),
+        )
         for i in range(3)
     ]
     for stream in streams:

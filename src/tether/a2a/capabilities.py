@@ -10,9 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tether.a2a.versions import SUPPORTED, Version
 from tether.settings import Settings
 
-__all__ = ["AGENT_CARD_PATH", "LEGACY_CARD_PATH", "RPC_PATH", "TRANSPORT", "A2ACapabilities", "a2a_capabilities"]
+__all__ = [
+    "AGENT_CARD_PATH",
+    "LEGACY_CARD_PATH",
+    "REST_PATH",
+    "RPC_PATH",
+    "TRANSPORT",
+    "A2ACapabilities",
+    "a2a_capabilities",
+]
 
 #: the discovery transport name, and the ``transport`` of runs started over A2A
 TRANSPORT = "a2a"
@@ -21,8 +30,12 @@ TRANSPORT = "a2a"
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
 #: the same card beside the endpoint, for clients that look there
 LEGACY_CARD_PATH = "/v1/a2a/agent.json"
-#: the JSON-RPC 2.0 endpoint named by the card's ``url``
+#: the JSON-RPC 2.0 endpoint (0.3 and 1.0) named by the card's ``url``
 RPC_PATH = "/v1/a2a"
+#: the base of the A2A 1.0 HTTP+JSON binding
+REST_PATH = "/v1/a2a/rest"
+#: the OpenWOP discovery profile of each version
+_PROFILES = {Version.V1_0: "a2a-1.0", Version.V0_3: "a2a-0.3-legacy", Version.V1_1: "a2a-1.1-draft"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +46,36 @@ class A2ACapabilities:
     streaming: bool
     push_notifications: bool
     durable_tasks: bool
-    protocol_versions: tuple[str, ...] = ("0.3",)
-    preferred_version: str = "0.3"
-    profiles: tuple[str, ...] = ("a2a-0.3-legacy",)
+    #: the authenticated extended card (``GetExtendedAgentCard``) is served
+    extended_card: bool = True
+    #: the versions served on the JSON-RPC endpoint, most preferred first
+    versions: tuple[Version, ...] = SUPPORTED
+
+    @property
+    def protocol_versions(self) -> tuple[str, ...]:
+        return tuple(v.value for v in self.versions)
+
+    @property
+    def preferred_version(self) -> str:
+        return self.versions[0].value
+
+    @property
+    def profiles(self) -> tuple[str, ...]:
+        return tuple(_PROFILES[v] for v in self.versions)
+
+    @property
+    def rest_url(self) -> str:
+        """The base URL of the 1.0 HTTP+JSON binding."""
+        return f"{self.base_url}{REST_PATH}"
+
+    def supported_interfaces(self) -> list[dict[str, str]]:
+        """The card's ``supportedInterfaces``, in preference order: each (url, binding, version) served."""
+        interfaces = [
+            {"url": self.rpc_url, "protocolBinding": "JSONRPC", "protocolVersion": v.value} for v in self.versions
+        ]
+        if Version.V1_0 in self.versions:
+            interfaces.insert(1, {"url": self.rest_url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"})
+        return interfaces
 
     @property
     def transports(self) -> tuple[str, ...]:

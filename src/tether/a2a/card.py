@@ -1,4 +1,4 @@
-"""The A2A v0.3 agent card: what this host serves, computed, never hand-written.
+"""The A2A agent card (1.0 and 0.3 in one document): what this host serves, computed, never hand-written.
 
 Skills are the workflows routing accepts (:func:`tether.a2a.skills.served_skills`),
 capability flags come from :class:`~tether.a2a.capabilities.A2ACapabilities`, and the
@@ -15,7 +15,7 @@ from tether.a2a.capabilities import A2ACapabilities
 from tether.a2a.skills import INPUT_MODES, OUTPUT_MODES, served_skills
 from tether.engine.registry import Entry, WorkflowRegistry
 
-__all__ = ["agent_card"]
+__all__ = ["agent_card", "strict_v10"]
 
 
 def _skill(entry: Entry) -> dict[str, Any]:
@@ -35,48 +35,81 @@ def _skill(entry: Entry) -> dict[str, Any]:
     }
 
 
+_LEGACY_KEYS = (
+    "protocolVersion",
+    "url",
+    "preferredTransport",
+    "additionalInterfaces",
+    "security",
+    "supportsAuthenticatedExtendedCard",
+)
+
+
+def _bearer(anonymous: bool) -> dict[str, Any]:
+    """The one security scheme, in both shapes: the 1.0 member-keyed one and the 0.3 flat one."""
+    scheme = {
+        "scheme": "bearer",
+        "bearerFormat": "tk_<key id>_<secret>",
+        "description": "A Tether API key (tether keys create), sent as 'Authorization: Bearer <key>'"
+        + ("; optional here: a call without one acts as this agent's anonymous caller" if anonymous else ""),
+    }
+    return {"httpAuthSecurityScheme": dict(scheme), "type": "http", **scheme}
+
+
 def agent_card(
     capabilities: A2ACapabilities, registry: WorkflowRegistry, default_skill: str, *, anonymous: bool = False
 ) -> dict[str, Any]:
-    """The public card served at ``/.well-known/agent-card.json``.
+    """The card served at ``/.well-known/agent-card.json``: one document both generations of clients read.
 
-    ``anonymous``: keyless calls are served, so the card has no ``security`` requirement
-    (an absent one, not an empty list: the v0.3 schema and A2A 1.0's
-    ``securityRequirements`` both read absence as "none"); ``securitySchemes`` still says
-    how a caller with a key presents it.
+    The full 1.0 card (``supportedInterfaces`` in preference order, 1.0 JSON-RPC first;
+    ``securitySchemes`` keyed by member; ``securityRequirements``) beside the 0.3
+    top-level fields (``protocolVersion``, ``url``, ``preferredTransport``, the flat scheme
+    keys, ``security``): 1.x parsers ignore the 0.3 fields and 0.3 parsers the 1.0 ones.
+
+    ``anonymous``: keyless calls are served, so the card requires no security (an absent
+    requirement, which both versions read as "none"); ``securitySchemes`` still says how a
+    caller with a key presents it.
     """
     card: dict[str, Any] = {
-        "protocolVersion": "0.3.0",
         "name": "Tether",
         "description": (
             "An OpenWOP host whose workflow runs are durable A2A tasks: tasks survive disconnects and host "
             "restarts, pause for human approval or answers (input-required), and can be re-attached without loss. "
             f"Name a skill with message.metadata.skillId; without one, '{default_skill}' runs."
         ),
-        "url": capabilities.rpc_url,
-        "preferredTransport": "JSONRPC",
-        "additionalInterfaces": [{"url": capabilities.rpc_url, "transport": "JSONRPC"}],
+        "supportedInterfaces": capabilities.supported_interfaces(),
         "version": __version__,
         "capabilities": {
             "streaming": capabilities.streaming,
             "pushNotifications": capabilities.push_notifications,
-            "stateTransitionHistory": False,
+            "extendedAgentCard": capabilities.extended_card,
         },
-        "securitySchemes": {
-            "bearer": {
-                "type": "http",
-                "scheme": "bearer",
-                "bearerFormat": "tk_<key id>_<secret>",
-                "description": "A Tether API key (tether keys create), sent as 'Authorization: Bearer <key>'"
-                + ("; optional here: a call without one acts as this agent's anonymous caller" if anonymous else ""),
-            }
-        },
-        "security": [{"bearer": []}],
+        "securitySchemes": {"bearer": _bearer(anonymous)},
+        "securityRequirements": [{"schemes": {"bearer": {}}}],
         "defaultInputModes": list(INPUT_MODES),
         "defaultOutputModes": list(OUTPUT_MODES),
         "skills": [_skill(e) for e in served_skills(registry)],
-        "supportsAuthenticatedExtendedCard": False,
+        # A2A 0.3, for the clients of that generation
+        "protocolVersion": "0.3.0",
+        "url": capabilities.rpc_url,
+        "preferredTransport": "JSONRPC",
+        "additionalInterfaces": [{"url": capabilities.rpc_url, "transport": "JSONRPC"}],
+        "security": [{"bearer": []}],
+        "supportsAuthenticatedExtendedCard": capabilities.extended_card,
     }
     if anonymous:
-        del card["security"]
+        del card["security"], card["securityRequirements"]
     return card
+
+
+def strict_v10(card: dict[str, Any]) -> dict[str, Any]:
+    """The card with only A2A 1.0 fields: what a caller that says ``A2A-Version: 1.0`` is served.
+
+    Validators built from the 1.0 proto reject unknown fields, the 0.3 ones included.
+    """
+    strict = {k: v for k, v in card.items() if k not in _LEGACY_KEYS}
+    strict["securitySchemes"] = {
+        name: {k: v for k, v in scheme.items() if k.endswith("SecurityScheme")}
+        for name, scheme in card["securitySchemes"].items()
+    }
+    return strict

@@ -14,12 +14,18 @@ the codes a client sees are decided in this module alone::
     ├── PushNotificationNotSupported -32003
     ├── UnsupportedOperation      -32004
     ├── ContentTypeNotSupported   -32005
-    └── ExtendedCardNotConfigured -32007
+    ├── ExtendedCardNotConfigured -32007
+    ├── VersionNotSupportedError  -32009  an ``A2A-Version`` this host does not serve
+    └── TaskGenerationMismatch    -32010  (1.1 draft) ``ifGenerationMatch`` no longer matches
+
+Each class also knows how A2A 1.0 names it: the ErrorInfo ``reason``, the HTTP status
+and the ``google.rpc`` status of the HTTP+JSON binding. 0.3 answers carry ``data`` as it
+is; 1.0 answers carry :meth:`RpcError.details`, the typed array 1.0 requires.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -42,8 +48,10 @@ __all__ = [
     "RpcError",
     "RpcRequest",
     "TaskNotCancelable",
+    "TaskGenerationMismatch",
     "TaskNotFound",
     "UnsupportedOperation",
+    "VersionNotSupportedError",
     "clip",
     "error_body",
     "parse_request",
@@ -56,6 +64,10 @@ RequestId = str | int | None
 
 #: the most characters of a caller's value an error quotes (REST's run-id limit, so a valid id is quoted whole)
 ECHO_LIMIT = 128
+#: the ErrorInfo domain of every A2A error (1.0)
+DOMAIN = "a2a-protocol.org"
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
 #: backstops, should a message or a string in ``data`` quote caller input without :func:`clip`
 _MESSAGE_LIMIT = 2048
 _DATA_STRING_LIMIT = 1024
@@ -96,6 +108,10 @@ class RpcError(Exception):
 
     code: ClassVar[int] = -32603
     title: ClassVar[str] = "Internal error"
+    #: A2A 1.0: the ErrorInfo reason, the HTTP+JSON status and its google.rpc status name
+    reason: ClassVar[str] = "INTERNAL_ERROR"
+    http_status: ClassVar[int] = 500
+    rpc_status: ClassVar[str] = "INTERNAL"
 
     def __init__(self, message: str | None = None, *, data: Any = None) -> None:
         self.message = clip(message or self.title, _MESSAGE_LIMIT)
@@ -103,10 +119,49 @@ class RpcError(Exception):
         self.data = _bounded(data)
 
     def to_json(self) -> dict[str, Any]:
+        """The 0.3 error object: ``data`` free-form."""
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.data is not None:
             error["data"] = self.data
         return error
+
+    def details(self) -> list[dict[str, Any]]:
+        """The 1.0 typed details: an ErrorInfo (its metadata the scalar entries of ``data``, as strings),
+        and a BadRequest naming each bad field when ``data`` lists them."""
+        info: dict[str, Any] = {"@type": ERROR_INFO, "reason": self.reason, "domain": DOMAIN}
+        data = self.data if isinstance(self.data, dict) else {}
+        metadata = {
+            str(k): v if isinstance(v, str) else orjson.dumps(v).decode()
+            for k, v in data.items()
+            if v is not None and not isinstance(v, dict | list)
+        }
+        if metadata:
+            info["metadata"] = metadata
+        out = [info]
+        errors = data.get("errors")
+        if isinstance(errors, list) and errors:
+            violations = [
+                {"field": str(e.get("path", "")), "description": str(e.get("message", ""))}
+                for e in errors
+                if isinstance(e, dict)
+            ]
+            out.append({"@type": BAD_REQUEST, "fieldViolations": violations})
+        return out
+
+    def to_json_v10(self) -> dict[str, Any]:
+        """The 1.0 error object: ``code``, ``message`` and the typed ``data`` array, nothing else."""
+        return {"code": self.code, "message": self.message, "data": self.details()}
+
+    def status_body(self) -> dict[str, Any]:
+        """The HTTP+JSON binding's ``google.rpc.Status``-shaped body."""
+        return {
+            "error": {
+                "code": self.http_status,
+                "status": self.rpc_status,
+                "message": self.message,
+                "details": self.details(),
+            }
+        }
 
 
 class InternalError(RpcError):
@@ -118,6 +173,9 @@ class JSONParseError(RpcError):
 
     code = -32700
     title = "Invalid JSON payload"
+    reason = "PARSE_ERROR"
+    http_status = 400
+    rpc_status = "INVALID_ARGUMENT"
 
 
 class InvalidRequest(RpcError):
@@ -125,6 +183,9 @@ class InvalidRequest(RpcError):
 
     code = -32600
     title = "Request payload validation error"
+    reason = "INVALID_REQUEST"
+    http_status = 400
+    rpc_status = "INVALID_ARGUMENT"
 
 
 class MethodNotFound(RpcError):
@@ -132,6 +193,9 @@ class MethodNotFound(RpcError):
 
     code = -32601
     title = "Method not found"
+    reason = "METHOD_NOT_FOUND"
+    http_status = 404
+    rpc_status = "NOT_FOUND"
 
 
 class InvalidParams(RpcError):
@@ -139,6 +203,9 @@ class InvalidParams(RpcError):
 
     code = -32602
     title = "Invalid parameters"
+    reason = "INVALID_PARAMS"
+    http_status = 400
+    rpc_status = "INVALID_ARGUMENT"
 
 
 class TaskNotFound(RpcError):
@@ -146,6 +213,9 @@ class TaskNotFound(RpcError):
 
     code = -32001
     title = "Task not found"
+    reason = "TASK_NOT_FOUND"
+    http_status = 404
+    rpc_status = "NOT_FOUND"
 
 
 class TaskNotCancelable(RpcError):
@@ -153,6 +223,9 @@ class TaskNotCancelable(RpcError):
 
     code = -32002
     title = "Task cannot be canceled"
+    reason = "TASK_NOT_CANCELABLE"
+    http_status = 400
+    rpc_status = "FAILED_PRECONDITION"
 
 
 class PushNotificationNotSupported(RpcError):
@@ -160,6 +233,9 @@ class PushNotificationNotSupported(RpcError):
 
     code = -32003
     title = "Push Notification is not supported"
+    reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    http_status = 400
+    rpc_status = "FAILED_PRECONDITION"
 
 
 class UnsupportedOperation(RpcError):
@@ -167,6 +243,9 @@ class UnsupportedOperation(RpcError):
 
     code = -32004
     title = "This operation is not supported"
+    reason = "UNSUPPORTED_OPERATION"
+    http_status = 400
+    rpc_status = "FAILED_PRECONDITION"
 
 
 class ContentTypeNotSupported(RpcError):
@@ -174,6 +253,9 @@ class ContentTypeNotSupported(RpcError):
 
     code = -32005
     title = "Incompatible content types"
+    reason = "CONTENT_TYPE_NOT_SUPPORTED"
+    http_status = 400
+    rpc_status = "INVALID_ARGUMENT"
 
 
 class ExtendedCardNotConfigured(RpcError):
@@ -181,6 +263,29 @@ class ExtendedCardNotConfigured(RpcError):
 
     code = -32007
     title = "Authenticated Extended Card not configured"
+    reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
+    http_status = 400
+    rpc_status = "FAILED_PRECONDITION"
+
+
+class VersionNotSupportedError(RpcError):
+    """The request's ``A2A-Version`` is not one this host serves; ``data`` lists the served ones."""
+
+    code = -32009
+    title = "Protocol version not supported"
+    reason = "VERSION_NOT_SUPPORTED"
+    http_status = 400
+    rpc_status = "FAILED_PRECONDITION"
+
+
+class TaskGenerationMismatch(RpcError):
+    """(A2A 1.1 draft) a follow-up's ``ifGenerationMatch`` is not the task's generation any more."""
+
+    code = -32010
+    title = "Task generation mismatch"
+    reason = "TASK_GENERATION_MISMATCH"
+    http_status = 409
+    rpc_status = "ABORTED"
 
 
 class Rejected(Exception):
@@ -209,15 +314,22 @@ def _valid_id(value: Any) -> bool:
 ParamsCheck = Callable[[str, dict[str, Any]], None]
 
 
-def parse_request(body: bytes, methods: frozenset[str], check_params: ParamsCheck | None = None) -> RpcRequest:
+def parse_request(
+    body: bytes,
+    methods: Collection[str],
+    check_params: ParamsCheck | None = None,
+    foreign: Callable[[str], RpcError | None] | None = None,
+) -> RpcRequest:
     """Decode one JSON-RPC request for one of ``methods``.
 
     A request without an id (a notification, which A2A does not accept) is judged on its
     method and params first: an unknown method is -32601 and bad params -32602, as they
     would be with an id, so the caller learns what to fix; only a notification that is
     otherwise right gets -32600 for its missing id. ``check_params`` is that params check
-    (the handlers run the same one when a request has an id). An error answer echoes the
-    id only when it was read; otherwise its id is null (JSON-RPC 2.0 §5).
+    (the methods run the same one when a request has an id). ``foreign`` may name a
+    better error than -32601 for a method that is not in ``methods`` (one of another A2A
+    version). An error answer echoes the id only when it was read; otherwise its id is
+    null (JSON-RPC 2.0 §5).
 
     Raises
     ------
@@ -247,6 +359,9 @@ def parse_request(body: bytes, methods: frozenset[str], check_params: ParamsChec
     if not isinstance(method, str) or not method:
         raise Rejected(request_id, InvalidRequest("the request needs a method (a non-empty string)"))
     if method not in methods:
+        other = foreign(method) if foreign is not None else None
+        if other is not None:
+            raise Rejected(request_id, other)
         served = ", ".join(sorted(methods))
         raise Rejected(request_id, MethodNotFound(f"no method {quote(method)}; this agent serves {served}"))
     params = doc.get("params", {})
@@ -269,9 +384,10 @@ def result_body(request_id: RequestId, result: Any) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
-def error_body(request_id: RequestId, error: RpcError) -> bytes:
-    """An error response."""
-    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()})
+def error_body(request_id: RequestId, error: RpcError, *, legacy: bool = True) -> bytes:
+    """An error response: ``data`` as it is for 0.3 (``legacy``), the typed details array for 1.0."""
+    body = error.to_json() if legacy else error.to_json_v10()
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": body})
 
 
 def rpc_error_from(exc: TetherError) -> RpcError:

@@ -27,6 +27,7 @@ from tether.store.base import Extra, Fanout, PushConfigRow, RunRow
 
 __all__ = [
     "PUSH_STATES",
+    "PushAuthentication",
     "PushConfigInput",
     "push_projector",
     "push_record",
@@ -67,8 +68,11 @@ async def check_push_url(a2a: A2ASurface, url: str) -> None:
         ) from refused
 
 
-def seal_config(a2a: A2ASurface, task_id: str, tenant: str, config: PushConfigInput) -> PushConfigRow:
-    """The row to store: secrets sealed, only a salted fingerprint of the token in clear."""
+def seal_config(a2a: A2ASurface, task_id: str, tenant: str, config: PushConfigInput, version: str) -> PushConfigRow:
+    """The row to store: secrets sealed, only a salted fingerprint of the token in clear.
+
+    ``version``: the A2A version it was registered in; its pushes are sent in that version's shape.
+    """
     box = a2a.box
     config_id = config.id or new_id("pnc_")
     auth = config.authentication
@@ -82,6 +86,7 @@ def seal_config(a2a: A2ASurface, task_id: str, tenant: str, config: PushConfigIn
         auth_schemes=list(auth.schemes) if auth else [],
         auth_secret=box.seal(auth.credentials, context=f"push-auth:{config_id}") if auth and auth.credentials else None,
         created_at=clock.now_iso(),
+        version=version,
     )
 
 

@@ -105,7 +105,7 @@ async def push_config(request: Request, principal: Principal = Depends(require("
     record = await a2a.store.get_task(task_id, principal.tenant)
     if record is None:
         raise NotFound(f"no A2A task {task_id!r}", details={"taskId": task_id})
-    row = seal_config(a2a, task_id, principal.tenant, PushConfigInput(url=url))
+    row = seal_config(a2a, task_id, principal.tenant, PushConfigInput(url=url), "0.3")
     row.token_fingerprint = fingerprint
     await a2a.store.put_push_config(row)
     return json_response(push_record(record.record, await a2a.store.list_push_configs(task_id)))

@@ -13,8 +13,9 @@ from __future__ import annotations
 import copy
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -43,13 +44,31 @@ from tether.ids import new_id
 from tether.run_state import RunSnapshot
 from tether.store.base import RunRow, Store
 
-__all__ = ["Frame", "SSE_HEADERS", "StreamProjections", "error_stream", "parse_after", "replay", "sse", "task_first"]
+__all__ = [
+    "Frame",
+    "Framing",
+    "SSE_HEADERS",
+    "StreamProjections",
+    "error_stream",
+    "jsonrpc_framing",
+    "parse_after",
+    "replay",
+    "sse",
+    "task_first",
+]
 
 log = logging.getLogger("tether.a2a")
 
 #: (A2A event, SSE id) — a None event is a keep-alive; the id is set on the last frame of a run event.
 #: An event may come encoded already (shared by every stream of its run).
 Frame = tuple[dict[str, Any] | orjson.Fragment | None, int | None]
+#: a canonical (0.3-shaped) Task or update, as one version's stream frame
+Render = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _as_is(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc
+
 
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 _PAGE = 500
@@ -109,7 +128,10 @@ class StreamProjections:
     kept copies it first.
     """
 
-    def __init__(self, capacity: int = 1024) -> None:
+    def __init__(self, render_task: Render = _as_is, render_event: Render = _as_is, capacity: int = 1024) -> None:
+        #: one version's frames: the Task a stream starts with, and each update
+        self.render_task = render_task
+        self.render_event = render_event
         self.capacity = capacity
         self._kept: OrderedDict[tuple[str, int, bool], tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot]] = (
             OrderedDict()
@@ -128,7 +150,10 @@ class StreamProjections:
         produced: list[dict[str, Any]],
         state: RunSnapshot,
     ) -> tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot]:
-        kept = ([(bool(item.get("final")), orjson.Fragment(orjson.dumps(item))) for item in produced], state)
+        kept = (
+            [(bool(item.get("final")), orjson.Fragment(orjson.dumps(self.render_event(item)))) for item in produced],
+            state,
+        )
         self._kept[(task_id, sequence, final_on_input_required)] = kept
         if len(self._kept) > self.capacity:
             self._kept.popitem(last=False)
@@ -200,7 +225,7 @@ async def task_first(
     Ends after the Task alone when it is already terminal (or input-required on a
     stream that ends there).
     """
-    yield [(task(row, context_id, history, history_length), row.last_sequence)]
+    yield [(projections.render_task(task(row, context_id, history, history_length)), row.last_sequence)]
     state_now = task_state(row.status)
     if state_now in TERMINAL or (state_now in INTERRUPTED and final_on_input_required):
         return
@@ -231,38 +256,47 @@ async def replay(
         yield frames
 
 
-def _frame_bytes(
-    request_id: RequestId, payload: dict[str, Any] | orjson.Fragment | None, sequence: int | None
-) -> bytes:
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """How one binding writes a frame's ``data:`` and a mid-stream error's."""
+
+    data: Callable[[dict[str, Any] | orjson.Fragment], bytes]
+    error: Callable[[RpcError], bytes]
+
+
+def jsonrpc_framing(request_id: RequestId, legacy: bool) -> Framing:
+    """Every ``data:`` a complete JSON-RPC response to ``request_id``; errors in the version's shape."""
+    return Framing(
+        data=lambda payload: result_body(request_id, payload),
+        error=lambda exc: error_body(request_id, exc, legacy=legacy),
+    )
+
+
+def _frame_bytes(framing: Framing, payload: dict[str, Any] | orjson.Fragment | None, sequence: int | None) -> bytes:
     if payload is None:
         return b": keepalive\n\n"
     prefix = b"id: %d\n" % sequence if sequence is not None else b""
-    return prefix + b"data: " + result_body(request_id, payload) + b"\n\n"
+    return prefix + b"data: " + framing.data(payload) + b"\n\n"
 
 
-async def sse(request_id: RequestId, batches: AsyncIterator[list[Frame]]) -> AsyncIterator[bytes]:
-    """SSE bytes, a chunk per batch: every ``data:`` line one complete JSON-RPC response, ``id:`` the sequence.
+async def sse(framing: Framing, batches: AsyncIterator[list[Frame]]) -> AsyncIterator[bytes]:
+    """SSE bytes, a chunk per batch, ``id:`` the run sequence a frame came from.
 
-    A failure after the stream began is sent as one JSON-RPC error event, then the
-    stream ends.
+    A failure after the stream began is sent as one error event, then the stream ends.
     """
     try:
         async for frames in batches:
-            yield b"".join([_frame_bytes(request_id, payload, sequence) for payload, sequence in frames])
+            yield b"".join([_frame_bytes(framing, payload, sequence) for payload, sequence in frames])
     except RpcError as exc:
-        yield b"data: " + error_body(request_id, exc) + b"\n\n"
+        yield b"data: " + framing.error(exc) + b"\n\n"
     except TetherError as exc:
-        yield b"data: " + error_body(request_id, rpc_error_from(exc)) + b"\n\n"
+        yield b"data: " + framing.error(rpc_error_from(exc)) + b"\n\n"
     except Exception:
         correlation = new_id("err_")
         log.exception("A2A stream failed [%s]", correlation)
-        yield (
-            b"data: "
-            + error_body(request_id, InternalError(f"the stream failed (correlation id {correlation})"))
-            + b"\n\n"
-        )
+        yield b"data: " + framing.error(InternalError(f"the stream failed (correlation id {correlation})")) + b"\n\n"
 
 
-async def error_stream(request_id: RequestId, error: RpcError) -> AsyncIterator[bytes]:
+async def error_stream(framing: Framing, error: RpcError) -> AsyncIterator[bytes]:
     """A stream method refused before it began: one error event, as v0.3 clients expect."""
-    yield b"data: " + error_body(request_id, error) + b"\n\n"
+    yield b"data: " + framing.error(error) + b"\n\n"

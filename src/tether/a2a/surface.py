@@ -36,6 +36,11 @@ class A2ASurface:
     #: seals push tokens and credentials
     box: SecretBox
 
+    @property
+    def anonymous(self) -> bool:
+        """A public agent: keyless A2A callers are served (``--a2a-anonymous-tenant``)."""
+        return self.settings.a2a_anonymous_tenant is not None
+
 
 def a2a_of(request: Request) -> A2ASurface:
     """The A2A surface of the app serving ``request`` (put on its state by the lifespan)."""

@@ -9,7 +9,7 @@ write: a crash can never leave a stale ``working`` behind a run paused at a gate
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +105,9 @@ class EncodedTasks:
     that moves the run's ``last_sequence``, so (sequence, historyLength) versions it.
     """
 
-    def __init__(self, capacity: int = 4096) -> None:
+    def __init__(self, render: Callable[[dict[str, Any]], dict[str, Any]] | None = None, capacity: int = 4096) -> None:
+        #: the version's shape of a canonical Task (None: the canonical shape itself)
+        self.render = render
         self.capacity = capacity
         self._kept: OrderedDict[str, tuple[tuple[int, int | None], orjson.Fragment]] = OrderedDict()
 
@@ -114,7 +116,8 @@ class EncodedTasks:
         kept = self._kept.get(live.run.run_id)
         if kept is not None and kept[0] == version:
             return kept[1]
-        fragment = orjson.Fragment(orjson.dumps(task(live.run, live.context_id, live.history or [], history_length)))
+        doc = task(live.run, live.context_id, live.history or [], history_length)
+        fragment = orjson.Fragment(orjson.dumps(self.render(doc) if self.render is not None else doc))
         self._kept[live.run.run_id] = (version, fragment)
         self._kept.move_to_end(live.run.run_id)
         if len(self._kept) > self.capacity:

@@ -99,6 +99,12 @@ class TaskRecord:
     context_id: str
     record: dict[str, Any]
     updated_at: str
+    #: the record's A2A state, kept in a column of its own so tasks can be listed by it
+    state: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.state:
+            self.state = str(self.record.get("state", ""))
 
 
 @dataclass(slots=True)
@@ -151,6 +157,8 @@ class PushConfigRow:
     auth_schemes: list[str]
     auth_secret: bytes | None
     created_at: str
+    #: the A2A version it was registered in ("0.3" or "1.0"): its pushes are that version's shape
+    version: str = "0.3"
 
 
 @dataclass(slots=True)
@@ -279,6 +287,22 @@ class Store(Protocol):
     async def get_task(self, task_id: str, tenant: str | None = None) -> TaskRecord | None: ...
 
     async def list_task_messages(self, task_id: str) -> list[dict[str, Any]]: ...
+
+    async def list_tasks(
+        self,
+        tenant: str,
+        *,
+        context_id: str | None = None,
+        state: str | None = None,
+        updated_after: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 50,
+    ) -> tuple[list[TaskRecord], int]:
+        """A tenant's task records, most recently updated first, and how many match in all.
+
+        ``after`` is the (updated_at, task_id) of the last record of the previous page.
+        """
+        ...
 
     async def read_task(
         self, task_id: str, tenant: str, *, history: bool = False

@@ -175,18 +175,32 @@ SELECT workflow_id, definition, source, updated_at FROM workflows ORDER BY workf
 
 -- name: upsert_task
 -- Write a task's A2ATaskState (a projection: the newest commit wins).
--- ($1 task_id, $2 tenant, $3 principal, $4 context_id, $5 record, $6 updated_at)
-INSERT INTO a2a_tasks (task_id, tenant, principal, context_id, record, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at;
+-- ($1 task_id, $2 tenant, $3 principal, $4 context_id, $5 record, $6 updated_at, $7 state)
+INSERT INTO a2a_tasks (task_id, tenant, principal, context_id, record, updated_at, state)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at, state = excluded.state;
+
+-- name: list_tasks
+-- A tenant's tasks ($1), newest first: context ($2), state ($3), updated at or after ($4), after the cursor ($5, $6).
+SELECT task_id, tenant, principal, context_id, record, updated_at, state FROM a2a_tasks
+WHERE tenant = $1 AND ($2::text IS NULL OR context_id = $2) AND ($3::text IS NULL OR state = $3)
+  AND ($4::text IS NULL OR updated_at >= $4)
+  AND ($5::text IS NULL OR updated_at < $5 OR (updated_at = $5 AND task_id < $6))
+ORDER BY updated_at DESC, task_id DESC LIMIT $7;
+
+-- name: count_tasks
+-- How many of a tenant's tasks ($1) match a listing's filters ($2 context, $3 state, $4 updated after).
+SELECT COUNT(*) FROM a2a_tasks
+WHERE tenant = $1 AND ($2::text IS NULL OR context_id = $2) AND ($3::text IS NULL OR state = $3)
+  AND ($4::text IS NULL OR updated_at >= $4);
 
 -- name: get_task
 -- One task record ($1).
-SELECT task_id, tenant, principal, context_id, record, updated_at FROM a2a_tasks WHERE task_id = $1;
+SELECT task_id, tenant, principal, context_id, record, updated_at, state FROM a2a_tasks WHERE task_id = $1;
 
 -- name: get_task_for_tenant
 -- One task record ($1), only if it belongs to the tenant ($2).
-SELECT task_id, tenant, principal, context_id, record, updated_at FROM a2a_tasks WHERE task_id = $1 AND tenant = $2;
+SELECT task_id, tenant, principal, context_id, record, updated_at, state FROM a2a_tasks WHERE task_id = $1 AND tenant = $2;
 
 -- name: insert_task_message
 -- Append a message to a task's history; no row back means that message id is there already.
@@ -203,15 +217,16 @@ SELECT message FROM a2a_messages WHERE task_id = $1 ORDER BY seq;
 
 -- name: upsert_push_config
 -- Register (or replace, keeping its place) a push config of a task.
--- ($1 task_id, $2 config_id, $3 tenant, $4 url, $5 token_fingerprint, $6 token_secret, $7 auth_schemes, $8 auth_secret, $9 created_at)
-INSERT INTO push_configs (task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+-- ($1 task_id, $2 config_id, $3 tenant, $4 url, $5 token_fingerprint, $6 token_secret, $7 auth_schemes, $8 auth_secret, $9 created_at, $10 version)
+INSERT INTO push_configs (task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, created_at, version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, token_fingerprint = excluded.token_fingerprint,
-    token_secret = excluded.token_secret, auth_schemes = excluded.auth_schemes, auth_secret = excluded.auth_secret;
+    token_secret = excluded.token_secret, auth_schemes = excluded.auth_schemes, auth_secret = excluded.auth_secret,
+    version = excluded.version;
 
 -- name: list_push_configs
 -- A task's push configs ($1), in registration order.
-SELECT task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, created_at
+SELECT task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, created_at, version
 FROM push_configs WHERE task_id = $1 ORDER BY registered;
 
 -- name: delete_push_config

@@ -294,6 +294,23 @@ class PostgresStore:
 
     # push configs and webhooks -----------------------------------------------------------
 
+    async def list_tasks(
+        self,
+        tenant: str,
+        *,
+        context_id: str | None = None,
+        state: str | None = None,
+        updated_after: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 50,
+    ) -> tuple[list[TaskRecord], int]:
+        filters = (tenant, context_id, state, updated_after)
+        records = await self._fetch_all(
+            TASK, "list_tasks", *filters, after[0] if after else None, after[1] if after else None, limit
+        )
+        counted = await self._fetchrow("count_tasks", *filters)
+        return records, int(counted[0])
+
     async def put_push_config(self, row: PushConfigRow) -> None:
         await self._execute("upsert_push_config", *PUSH_CONFIG.values(row))
 

@@ -56,7 +56,9 @@ IDEMPOTENCY = Table.of(_records.IDEMPOTENCY, "ON CONFLICT DO NOTHING", every_row
 RUNS = Table.of(_records.RUN, "ON CONFLICT (run_id) DO NOTHING", every_row=True)
 EVENTS = Table.of(_records.EVENT)
 TASKS = Table.of(
-    _records.TASK, "ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at"
+    _records.TASK,
+    "ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at, "
+    + "state = excluded.state",
 )
 MESSAGES = Table.of(_records.MESSAGE)
 OUTBOX = Table.of(_records.DELIVERY)

@@ -57,27 +57,42 @@ SELECT workflow_id, definition, source, updated_at FROM workflows ORDER BY workf
 
 -- name: get_task
 -- One task record.
-SELECT task_id, tenant, principal, context_id, record, updated_at FROM a2a_tasks WHERE task_id = ?;
+SELECT task_id, tenant, principal, context_id, record, updated_at, state FROM a2a_tasks WHERE task_id = ?;
 
 -- name: get_task_for_tenant
 -- One task record, only if it belongs to the tenant.
-SELECT task_id, tenant, principal, context_id, record, updated_at FROM a2a_tasks WHERE task_id = ? AND tenant = ?;
+SELECT task_id, tenant, principal, context_id, record, updated_at, state FROM a2a_tasks WHERE task_id = ? AND tenant = ?;
 
 -- name: list_task_messages
 -- A task's history, oldest first.
 SELECT message FROM a2a_messages WHERE task_id = ? ORDER BY seq;
 
+-- name: list_tasks
+-- A tenant's tasks, most recently updated first, after a (updated_at, task_id) cursor.
+SELECT task_id, tenant, principal, context_id, record, updated_at, state FROM a2a_tasks
+WHERE tenant = :tenant AND (:context_id IS NULL OR context_id = :context_id) AND (:state IS NULL OR state = :state)
+  AND (:updated_after IS NULL OR updated_at >= :updated_after)
+  AND (:after_at IS NULL OR updated_at < :after_at OR (updated_at = :after_at AND task_id < :after_id))
+ORDER BY updated_at DESC, task_id DESC LIMIT :limit;
+
+-- name: count_tasks
+-- How many of a tenant's tasks match a listing's filters.
+SELECT COUNT(*) FROM a2a_tasks
+WHERE tenant = :tenant AND (:context_id IS NULL OR context_id = :context_id) AND (:state IS NULL OR state = :state)
+  AND (:updated_after IS NULL OR updated_at >= :updated_after);
+
 -- name: upsert_push_config
 -- Register (or replace) a push config of a task.
-INSERT INTO push_configs (task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, registered, created_at)
+INSERT INTO push_configs (task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, registered, created_at, version)
 VALUES (:task_id, :config_id, :tenant, :url, :token_fingerprint, :token_secret, :auth_schemes, :auth_secret,
-        (SELECT COALESCE(MAX(registered), 0) + 1 FROM push_configs), :created_at)
+        (SELECT COALESCE(MAX(registered), 0) + 1 FROM push_configs), :created_at, :version)
 ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, token_fingerprint = excluded.token_fingerprint,
-    token_secret = excluded.token_secret, auth_schemes = excluded.auth_schemes, auth_secret = excluded.auth_secret;
+    token_secret = excluded.token_secret, auth_schemes = excluded.auth_schemes, auth_secret = excluded.auth_secret,
+    version = excluded.version;
 
 -- name: list_push_configs
 -- A task's push configs, in registration order.
-SELECT task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, created_at
+SELECT task_id, config_id, tenant, url, token_fingerprint, token_secret, auth_schemes, auth_secret, created_at, version
 FROM push_configs WHERE task_id = ? ORDER BY registered;
 
 -- name: delete_push_config

@@ -282,6 +282,25 @@ class SqliteStore:
             return None
         return cached.record, cached.run, list(cached.history) if history else None
 
+    async def list_tasks(
+        self,
+        tenant: str,
+        *,
+        context_id: str | None = None,
+        state: str | None = None,
+        updated_after: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 50,
+    ) -> tuple[list[TaskRecord], int]:
+        filters = {"tenant": tenant, "context_id": context_id, "state": state, "updated_after": updated_after}
+        cursor = {"after_at": after[0] if after else None, "after_id": after[1] if after else None, "limit": limit}
+
+        def read(conn: sqlite3.Connection) -> tuple[list[TaskRecord], int]:
+            records = fetch_all(conn, TASK, Q["list_tasks"], {**filters, **cursor})
+            return records, int(conn.execute(Q["count_tasks"], filters).fetchone()[0])
+
+        return await self._read(read)
+
     async def list_task_messages(self, task_id: str) -> list[dict[str, Any]]:
         cached = self._tasks.get(task_id)
         if cached is not None:

@@ -1,0 +1,62 @@
+"""What a method of either A2A version is, to the endpoints that dispatch to it.
+
+A version's codec is a table of :class:`Method` by wire name. The JSON-RPC endpoint and
+the HTTP+JSON routes look a method up, check the caller's scope, and run it; the
+method parses its params in its version's shapes, asks the version-neutral
+:class:`~tether.a2a.service.A2AService`, and renders the answer in its version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tether.a2a.streams import Frame
+from tether.a2a.versions import Version
+from tether.types import Principal
+
+__all__ = ["A2A_SCOPES", "Call", "Method", "Methods", "Stream", "message_scope"]
+
+#: every scope a method can ask for: what the A2A methods need, and no more
+A2A_SCOPES = frozenset({"runs:create", "runs:read", "runs:cancel", "approvals:respond"})
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """A streaming answer: the frames to send as server-sent events, in batches written at once."""
+
+    frames: AsyncIterator[list[Frame]]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call of a method: who asks, with which params, in which version."""
+
+    principal: Principal
+    params: dict[str, Any]
+    version: Version
+    #: the ``Last-Event-ID`` header a re-attaching stream sent
+    last_event_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """A method: what it does, the key scope it needs (decided from raw params), whether it streams."""
+
+    run: Callable[[Call], Awaitable[Any]]
+    scope: Callable[[dict[str, Any]], str | None]
+    streaming: bool = False
+    #: checks params as ``run`` would, without running (for a request refused anyway)
+    check: Callable[[dict[str, Any]], object] | None = None
+
+
+Methods = Mapping[str, Method]
+
+
+def message_scope(params: dict[str, Any]) -> str:
+    """A message that names a task answers its interrupt (``approvals:respond``); others start runs."""
+    message = params.get("message")
+    if isinstance(message, dict) and (message.get("taskId") or message.get("task_id")) is not None:
+        return "approvals:respond"
+    return "runs:create"

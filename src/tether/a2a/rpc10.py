@@ -1,0 +1,221 @@
+"""The A2A 1.0 codec: the PascalCase methods, in ProtoJSON (a2a-v1.0-wire §3).
+
+Each method parses its ProtoJSON request (:mod:`tether.a2a.v10`), asks the service, and
+renders the answer. The HTTP+JSON binding (:mod:`tether.a2a.rest10`) maps its routes onto
+these same methods, so both 1.0 bindings share every rule.
+
+``tenant`` is accepted on every request: Tether's tenant is the caller's key's, so an
+empty tenant or the key's own is served, and any other is refused (a task lookup as
+"not found", exactly like a task of that tenant, so nothing about other tenants leaks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.a2a import v10
+from tether.a2a.calls import Call, Method, Methods, Stream, message_scope
+from tether.a2a.jsonrpc import InvalidParams, TaskNotFound, UnsupportedOperation, clip, quote
+from tether.a2a.params import parse_params
+from tether.a2a.projection import TERMINAL, task, task_state
+from tether.a2a.service import A2AService, SendRequest, TaskQuery, page_token, parse_page_token
+from tether.a2a.streams import StreamProjections, parse_after
+from tether.a2a.tasks import EncodedTasks
+from tether.a2a.versions import Version
+from tether.store.base import PushConfigRow
+
+__all__ = ["Current", "push_view"]
+
+VERSION = Version.V1_0.value
+
+
+def _foreign_tenant(call: Call, tenant: str | None) -> bool:
+    return bool(tenant) and tenant != call.principal.tenant
+
+
+def _check_tenant(call: Call, tenant: str | None) -> None:
+    """Refuse a tenant that is not the caller's (for requests that name no task)."""
+    if _foreign_tenant(call, tenant):
+        raise InvalidParams(
+            f"tenant {quote(tenant)} is not this API key's tenant: leave tenant out, or send the key's own",
+            data={"errors": [{"path": "params.tenant", "message": "not the caller's tenant"}]},
+        )
+
+
+def _unknown(task_id: str) -> TaskNotFound:
+    return TaskNotFound(
+        f"task {quote(task_id)} not found: no task with that id is visible to this caller",
+        data={"taskId": clip(task_id)},
+    )
+
+
+def _send_request(raw: dict[str, Any]) -> SendRequest:
+    params = parse_params(v10.SendMessageRequest, raw)
+    config = params.configuration
+    push = config.task_push_notification_config if config else None
+    return SendRequest(
+        message=v10.canonical_message(params.message),
+        version=VERSION,
+        metadata=params.metadata,
+        history_length=v10.history_length(config.history_length if config else None, "configuration.historyLength"),
+        blocking=not (config is not None and config.return_immediately is True),
+        push=v10.canonical_push(push) if push is not None else None,
+        accepted_output_modes=config.accepted_output_modes if config else None,
+    )
+
+
+def push_view(row: PushConfigRow) -> dict[str, Any]:
+    """A ``TaskPushNotificationConfig`` as reads answer it: never its token or credentials."""
+    out: dict[str, Any] = {"id": row.config_id, "taskId": row.task_id, "url": row.url}
+    if row.auth_schemes:
+        out["authentication"] = {"scheme": row.auth_schemes[0]}
+    return out
+
+
+def _const(scope: str | None) -> Any:
+    return lambda _params: scope
+
+
+class Current:
+    """The 1.0 methods of one host (it keeps the 1.0 encodings of tasks and stream events)."""
+
+    def __init__(self, service: A2AService, legacy_card: Any) -> None:
+        self.service = service
+        self.encoded = EncodedTasks(v10.task)
+        self.projections = StreamProjections(v10.frame_task, v10.event)
+        self._card = legacy_card
+        self.methods: Methods = {
+            "SendMessage": Method(self.send, message_scope, check=_send_request),
+            "SendStreamingMessage": Method(self.stream, message_scope, streaming=True, check=_send_request),
+            "GetTask": Method(self.get, _const("runs:read"), check=lambda p: parse_params(v10.GetTaskRequest, p)),
+            "ListTasks": Method(self.list, _const("runs:read"), check=lambda p: parse_params(v10.ListTasksRequest, p)),
+            "CancelTask": Method(self.cancel, _const("runs:cancel"), check=self._task_id),
+            "SubscribeToTask": Method(self.subscribe, _const("runs:read"), streaming=True, check=self._task_id),
+            "CreateTaskPushNotificationConfig": Method(
+                self.create_push, _const("runs:create"), check=lambda p: parse_params(v10.ProtoPushConfig, p)
+            ),
+            "GetTaskPushNotificationConfig": Method(
+                self.get_push, _const("runs:read"), check=lambda p: parse_params(v10.PushConfigRequest, p)
+            ),
+            "ListTaskPushNotificationConfigs": Method(
+                self.list_push, _const("runs:read"), check=lambda p: parse_params(v10.ListPushConfigsRequest, p)
+            ),
+            "DeleteTaskPushNotificationConfig": Method(
+                self.delete_push, _const("runs:create"), check=lambda p: parse_params(v10.PushConfigRequest, p)
+            ),
+            "GetExtendedAgentCard": Method(self.extended_card, _const(None)),
+        }
+
+    @staticmethod
+    def _task_id(raw: dict[str, Any]) -> v10.TaskIdRequest:
+        return parse_params(v10.TaskIdRequest, raw)
+
+    async def send(self, call: Call) -> dict[str, Any]:
+        _check_tenant(call, call.params.get("tenant"))
+        request = _send_request(call.params)
+        sent = await self.service.send(call.principal, request)
+        return {"task": v10.task(task(sent.run, sent.context_id, sent.history, request.history_length))}
+
+    async def stream(self, call: Call) -> Stream:
+        _check_tenant(call, call.params.get("tenant"))
+        request = _send_request(call.params)
+        return Stream(await self.service.stream(call.principal, request, self.projections))
+
+    async def get(self, call: Call) -> Any:
+        params = parse_params(v10.GetTaskRequest, call.params)
+        if _foreign_tenant(call, params.tenant):
+            raise _unknown(params.id)
+        length = v10.history_length(params.history_length)
+        live = await self.service.get(call.principal, params.id, history=length != 0)
+        return self.encoded.encode(live, length)
+
+    async def list(self, call: Call) -> dict[str, Any]:
+        params = parse_params(v10.ListTasksRequest, call.params)
+        _check_tenant(call, params.tenant)
+        size = params.page_size if params.page_size is not None else 50
+        if not 1 <= size <= 100:
+            raise InvalidParams(
+                f"pageSize must be between 1 and 100, not {size}",
+                data={"errors": [{"path": "params.pageSize", "message": "must be 1 to 100"}]},
+            )
+        length = v10.history_length(params.history_length)
+        query = TaskQuery(
+            context_id=params.context_id,
+            state=v10.state_of(params.status),
+            updated_after=params.status_timestamp_after,
+            page_size=size,
+            after=parse_page_token(params.page_token),
+        )
+        page = await self.service.list_tasks(call.principal, query, history=length != 0)
+        tasks = [
+            v10.task(
+                task(t.run, t.context_id, t.history or [], length), include_artifacts=bool(params.include_artifacts)
+            )
+            for t in page.tasks
+        ]
+        return {"tasks": tasks, "nextPageToken": page_token(page.next_after), "pageSize": size, "totalSize": page.total}
+
+    async def cancel(self, call: Call) -> dict[str, Any]:
+        params = self._task_id(call.params)
+        if _foreign_tenant(call, params.tenant):
+            raise _unknown(params.id)
+        done = await self.service.cancel(call.principal, params.id)
+        return v10.task(task(done.run, done.context_id, done.history))
+
+    async def subscribe(self, call: Call) -> Stream:
+        """The current Task first, then its updates until it ends; a task that ended is refused (-32004)."""
+        params = self._task_id(call.params)
+        if _foreign_tenant(call, params.tenant):
+            raise _unknown(params.id)
+        live = await self.service.get(call.principal, params.id, history=False)
+        state = task_state(live.run.status)
+        if state in TERMINAL:
+            raise UnsupportedOperation(
+                f"task {quote(params.id)} is {v10.STATE_NAMES[state]}: a task that ended has no updates to "
+                "subscribe to; read it with GetTask",
+                data={"taskId": clip(params.id), "state": v10.STATE_NAMES[state]},
+            )
+        after = parse_after(call.last_event_id, None, live.run)
+        return Stream(await self.service.subscribe(live, after, self.projections))
+
+    async def create_push(self, call: Call) -> dict[str, Any]:
+        params = parse_params(v10.ProtoPushConfig, call.params)
+        if not params.task_id:
+            raise InvalidParams(
+                "taskId is required: the task whose updates are pushed",
+                data={"errors": [{"path": "params.taskId", "message": "required"}]},
+            )
+        if _foreign_tenant(call, params.tenant):
+            raise _unknown(params.task_id)
+        row = await self.service.set_push(call.principal, params.task_id, v10.canonical_push(params), VERSION)
+        return push_view(row)
+
+    async def get_push(self, call: Call) -> dict[str, Any]:
+        params = parse_params(v10.PushConfigRequest, call.params)
+        if _foreign_tenant(call, params.tenant):
+            raise _unknown(params.task_id)
+        found = await self.service.get_push(call.principal, params.task_id, params.id)
+        if found is None:
+            raise TaskNotFound(
+                f"push config {quote(params.id)} not found on task {quote(params.task_id)}",
+                data={"taskId": clip(params.task_id), "configId": clip(params.id)},
+            )
+        return push_view(found)
+
+    async def list_push(self, call: Call) -> dict[str, Any]:
+        params = parse_params(v10.ListPushConfigsRequest, call.params)
+        if _foreign_tenant(call, params.tenant):
+            raise _unknown(params.task_id)
+        rows = await self.service.list_push(call.principal, params.task_id)
+        return {"configs": [push_view(r) for r in rows], "nextPageToken": ""}
+
+    async def delete_push(self, call: Call) -> dict[str, Any]:
+        params = parse_params(v10.PushConfigRequest, call.params)
+        if _foreign_tenant(call, params.tenant):
+            raise _unknown(params.task_id)
+        await self.service.delete_push(call.principal, params.task_id, params.id)
+        return {}
+
+    async def extended_card(self, call: Call) -> Any:
+        _check_tenant(call, call.params.get("tenant"))
+        return await self._card(call)

@@ -1,0 +1,363 @@
+"""The A2A 1.0 codec: ProtoJSON in, canonical shapes to the service, canonical shapes out as ProtoJSON.
+
+Tether keeps every A2A object in one canonical form, the v0.3 JSON shape: it is what the
+store holds as task history and what :mod:`tether.a2a.projection` builds. This module
+only translates (a2a-v1.0-wire §3.2–§3.3):
+
+- names: output lowerCamelCase; input camelCase *or* proto snake_case, as ProtoJSON parsers must;
+- enums by name: ``TASK_STATE_*``, ``ROLE_*`` (proto numbers are read too);
+- member-discriminated oneofs, never ``kind``: a Part is ``{text}``, ``{raw}``, ``{url}`` or ``{data}``;
+  a send result ``{task}``/``{message}``; a stream frame ``{task}``, ``{statusUpdate}`` or ``{artifactUpdate}``;
+- defaults omitted: no empty ``history``/``artifacts``, no ``final``;
+- ``Part.data`` is any JSON: a non-object travels in the canonical form as ``{"value": …}``
+  marked ``metadata.data_part_compat``, which is how a 0.3 reader sees it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from tether.a2a.jsonrpc import InvalidParams
+from tether.a2a.params import ID_MAX, Message, parse_params
+from tether.a2a.push import PushAuthentication, PushConfigInput
+
+__all__ = [
+    "STATE_NAMES",
+    "artifact",
+    "canonical_message",
+    "canonical_push",
+    "event",
+    "frame_task",
+    "message",
+    "state_of",
+    "status",
+    "task",
+]
+
+#: canonical (0.3) TaskState → the 1.0 enum name
+STATE_NAMES: Mapping[str, str] = MappingProxyType(
+    {
+        "submitted": "TASK_STATE_SUBMITTED",
+        "working": "TASK_STATE_WORKING",
+        "completed": "TASK_STATE_COMPLETED",
+        "failed": "TASK_STATE_FAILED",
+        "canceled": "TASK_STATE_CANCELED",
+        "input-required": "TASK_STATE_INPUT_REQUIRED",
+        "rejected": "TASK_STATE_REJECTED",
+        "auth-required": "TASK_STATE_AUTH_REQUIRED",
+        "unknown": "TASK_STATE_UNSPECIFIED",
+    }
+)
+_STATE_NUMBERS = {
+    0: "TASK_STATE_UNSPECIFIED",
+    1: "TASK_STATE_SUBMITTED",
+    2: "TASK_STATE_WORKING",
+    3: "TASK_STATE_COMPLETED",
+    4: "TASK_STATE_FAILED",
+    5: "TASK_STATE_CANCELED",
+    6: "TASK_STATE_INPUT_REQUIRED",
+    7: "TASK_STATE_REJECTED",
+    8: "TASK_STATE_AUTH_REQUIRED",
+}
+_CANONICAL_STATES = {name: state for state, name in STATE_NAMES.items()}
+_ROLES = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
+_ROLE_INPUT = {"ROLE_USER": "user", "ROLE_AGENT": "agent", 1: "user", 2: "agent"}
+#: marks a canonical data part that wraps a non-object value (a2a-sdk's compat spelling)
+_WRAPPED = "data_part_compat"
+
+
+# -- rendering: canonical → ProtoJSON ---------------------------------------------------------
+
+
+def part(doc: Mapping[str, Any]) -> dict[str, Any]:
+    kind = doc.get("kind")
+    meta = dict(doc.get("metadata") or {})
+    out: dict[str, Any]
+    if kind == "text":
+        out = {"text": doc["text"]}
+    elif kind == "data":
+        data = doc.get("data")
+        if meta.pop(_WRAPPED, False) and isinstance(data, dict) and "value" in data:
+            data = data["value"]
+        out = {"data": data}
+    else:
+        file = doc.get("file") or {}
+        out = {"raw": file["bytes"]} if "bytes" in file else {"url": file.get("uri", "")}
+        if file.get("name"):
+            out["filename"] = file["name"]
+        if file.get("mimeType"):
+            out["mediaType"] = file["mimeType"]
+    if meta:
+        out["metadata"] = meta
+    return out
+
+
+def message(doc: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"messageId": doc["messageId"]}
+    for key in ("contextId", "taskId"):
+        if doc.get(key):
+            out[key] = doc[key]
+    out["role"] = _ROLES.get(doc.get("role", "agent"), "ROLE_AGENT")
+    out["parts"] = [part(p) for p in doc.get("parts", [])]
+    for key in ("metadata", "extensions", "referenceTaskIds"):
+        if doc.get(key):
+            out[key] = doc[key]
+    return out
+
+
+def status(doc: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"state": STATE_NAMES.get(doc["state"], "TASK_STATE_UNSPECIFIED")}
+    if doc.get("message"):
+        out["message"] = message(doc["message"])
+    if doc.get("timestamp"):
+        out["timestamp"] = doc["timestamp"]
+    return out
+
+
+def artifact(doc: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"artifactId": doc["artifactId"]}
+    for key in ("name", "description"):
+        if doc.get(key):
+            out[key] = doc[key]
+    out["parts"] = [part(p) for p in doc.get("parts", [])]
+    for key in ("metadata", "extensions"):
+        if doc.get(key):
+            out[key] = doc[key]
+    return out
+
+
+def task(doc: Mapping[str, Any], *, include_artifacts: bool = True) -> dict[str, Any]:
+    """A Task: only proto fields, empty lists left out."""
+    out: dict[str, Any] = {"id": doc["id"], "contextId": doc["contextId"], "status": status(doc["status"])}
+    if include_artifacts and doc.get("artifacts"):
+        out["artifacts"] = [artifact(a) for a in doc["artifacts"]]
+    if doc.get("history"):
+        out["history"] = [message(m) for m in doc["history"]]
+    if doc.get("metadata"):
+        out["metadata"] = doc["metadata"]
+    return out
+
+
+def frame_task(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A Task as a StreamResponse (a stream's first frame, a SendMessage result)."""
+    return {"task": task(doc)}
+
+
+def event(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A canonical status or artifact update as a StreamResponse (``final`` has no 1.0 field)."""
+    body: dict[str, Any] = {"taskId": doc["taskId"], "contextId": doc["contextId"]}
+    if doc.get("kind") == "artifact-update":
+        body["artifact"] = artifact(doc["artifact"])
+        if doc.get("append"):
+            body["append"] = True
+        if doc.get("lastChunk"):
+            body["lastChunk"] = True
+        if doc.get("metadata"):
+            body["metadata"] = doc["metadata"]
+        return {"artifactUpdate": body}
+    body["status"] = status(doc["status"])
+    if doc.get("metadata"):
+        body["metadata"] = doc["metadata"]
+    return {"statusUpdate": body}
+
+
+# -- parsing: ProtoJSON → canonical -----------------------------------------------------------
+
+
+class Proto(BaseModel):
+    """A ProtoJSON message: camelCase or snake_case names, unknown fields ignored."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", strict=True)
+
+
+_Id = Annotated[str, Field(min_length=1, max_length=ID_MAX)]
+_UNSET: Any = object()
+
+
+class Part(Proto):
+    text: str | None = None
+    raw: str | None = None
+    url: str | None = None
+    data: Any = _UNSET
+    metadata: dict[str, Any] | None = None
+    filename: str | None = None
+    media_type: str | None = None
+
+    @model_validator(mode="after")
+    def _one_member(self) -> Part:
+        members = [n for n in ("text", "raw", "url") if getattr(self, n) is not None]
+        if self.data is not _UNSET:
+            members.append("data")
+        if len(members) != 1:
+            found = ", ".join(members) or "none"
+            raise ValueError(f"a part holds exactly one of text, raw, url or data (found {found})")
+        return self
+
+
+class ProtoMessage(Proto):
+    message_id: str = Field(min_length=1, max_length=255)
+    context_id: str | None = Field(default=None, min_length=1, max_length=255)
+    task_id: _Id | None = None
+    role: str | int
+    parts: list[Part] = Field(min_length=1)
+    metadata: dict[str, Any] | None = None
+    extensions: list[str] | None = None
+    reference_task_ids: list[_Id] | None = None
+
+    @model_validator(mode="after")
+    def _known_role(self) -> ProtoMessage:
+        if self.role not in _ROLE_INPUT:
+            raise ValueError("role must be ROLE_USER or ROLE_AGENT")
+        return self
+
+
+class ProtoAuthentication(Proto):
+    scheme: str = Field(min_length=1, max_length=64)
+    credentials: str | None = Field(default=None, max_length=4096)
+
+
+class ProtoPushConfig(Proto):
+    """A ``TaskPushNotificationConfig``: flat, ``authentication.scheme`` singular."""
+
+    tenant: str | None = None
+    id: str | None = Field(default=None, max_length=128)
+    task_id: str | None = Field(default=None, max_length=ID_MAX)
+    url: str = Field(min_length=1, max_length=2048)
+    token: str | None = Field(default=None, max_length=4096)
+    authentication: ProtoAuthentication | None = None
+
+
+class SendConfiguration(Proto):
+    accepted_output_modes: list[str] | None = None
+    task_push_notification_config: ProtoPushConfig | None = None
+    history_length: int | None = None
+    return_immediately: bool | None = None
+
+
+class SendMessageRequest(Proto):
+    tenant: str | None = None
+    message: ProtoMessage
+    configuration: SendConfiguration | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class GetTaskRequest(Proto):
+    tenant: str | None = None
+    id: _Id
+    history_length: int | None = None
+
+
+class ListTasksRequest(Proto):
+    tenant: str | None = None
+    context_id: str | None = Field(default=None, max_length=255)
+    status: str | int | None = None
+    page_size: int | None = None
+    page_token: str | None = Field(default=None, max_length=1024)
+    history_length: int | None = None
+    status_timestamp_after: str | None = Field(default=None, max_length=64)
+    include_artifacts: bool | None = None
+
+
+class TaskIdRequest(Proto):
+    """``CancelTask`` and ``SubscribeToTask``."""
+
+    tenant: str | None = None
+    id: _Id
+    metadata: dict[str, Any] | None = None
+
+
+class PushConfigRequest(Proto):
+    """``Get`` and ``DeleteTaskPushNotificationConfig``."""
+
+    tenant: str | None = None
+    task_id: _Id
+    id: _Id
+
+
+class ListPushConfigsRequest(Proto):
+    tenant: str | None = None
+    task_id: _Id
+    page_size: int | None = None
+    page_token: str | None = None
+
+
+def state_of(value: str | int | None) -> str | None:
+    """The canonical state a ``status`` filter names (None: no filter); InvalidParams for an unknown one."""
+    name = _STATE_NUMBERS.get(value) if isinstance(value, int) else value
+    if name is None or name == "TASK_STATE_UNSPECIFIED":
+        return None
+    if name not in _CANONICAL_STATES:
+        raise InvalidParams(
+            f"status {value!r} is not a TaskState: use one of {', '.join(sorted(_CANONICAL_STATES))}",
+            data={"errors": [{"path": "params.status", "message": "not a TaskState name"}]},
+        )
+    return _CANONICAL_STATES[name]
+
+
+def history_length(value: int | None, field: str = "historyLength") -> int | None:
+    """A ``historyLength``: unset keeps the default, 0 none, N the newest N; negative is refused."""
+    if value is not None and value < 0:
+        raise InvalidParams(
+            f"{field} must be 0 or more (0 leaves history out), not {value}",
+            data={"errors": [{"path": f"params.{field}", "message": "must be >= 0"}]},
+        )
+    return value
+
+
+def _canonical_part(p: Part) -> dict[str, Any]:
+    meta = dict(p.metadata or {})
+    out: dict[str, Any]
+    if p.text is not None:
+        out = {"kind": "text", "text": p.text}
+    elif p.data is not _UNSET:
+        if isinstance(p.data, dict):
+            out = {"kind": "data", "data": p.data}
+        else:
+            out = {"kind": "data", "data": {"value": p.data}}
+            meta[_WRAPPED] = True
+    else:
+        file: dict[str, Any] = {"bytes": p.raw} if p.raw is not None else {"uri": p.url}
+        if p.filename:
+            file["name"] = p.filename
+        if p.media_type:
+            file["mimeType"] = p.media_type
+        out = {"kind": "file", "file": file}
+    if meta:
+        out["metadata"] = meta
+    return out
+
+
+def canonical_message(m: ProtoMessage) -> Message:
+    """A 1.0 message in the canonical (0.3) shape the service and the task history use."""
+    doc: dict[str, Any] = {
+        "kind": "message",
+        "role": _ROLE_INPUT[m.role],
+        "messageId": m.message_id,
+        "parts": [_canonical_part(p) for p in m.parts],
+    }
+    for key, value in (
+        ("taskId", m.task_id),
+        ("contextId", m.context_id),
+        ("referenceTaskIds", m.reference_task_ids),
+        ("extensions", m.extensions),
+        ("metadata", m.metadata),
+    ):
+        if value is not None:
+            doc[key] = value
+    return parse_params(Message, doc)
+
+
+def canonical_push(config: ProtoPushConfig) -> PushConfigInput:
+    """A 1.0 push config as the canonical input: ``authentication.scheme`` becomes ``schemes[0]``."""
+    auth = config.authentication
+    return PushConfigInput(
+        url=config.url,
+        id=config.id or None,
+        token=config.token or None,
+        authentication=PushAuthentication(schemes=[auth.scheme], credentials=auth.credentials) if auth else None,
+    )
