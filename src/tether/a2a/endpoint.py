@@ -23,6 +23,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -31,8 +32,9 @@ from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from tether.a2a import rest10
 from tether.a2a.calls import A2A_SCOPES, Call, Methods, Stream
-from tether.a2a.capabilities import RPC_PATH
+from tether.a2a.capabilities import REST_PATH, RPC_PATH
 from tether.a2a.jsonrpc import (
     InternalError,
     MethodNotFound,
@@ -50,7 +52,7 @@ from tether.a2a.jsonrpc import (
 from tether.a2a.rpc03 import Legacy
 from tether.a2a.rpc10 import Current
 from tether.a2a.service import A2AService
-from tether.a2a.streams import SSE_HEADERS, error_stream, jsonrpc_framing, sse
+from tether.a2a.streams import SSE_HEADERS, Framing, error_stream, jsonrpc_framing, sse
 from tether.a2a.surface import A2ASurface
 from tether.a2a.versions import Version, VersionNotSupported, negotiate
 from tether.errors import Forbidden, TetherError
@@ -68,6 +70,7 @@ ANONYMOUS = "anonymous"
 log = logging.getLogger("tether.a2a")
 
 _JSON = (b"content-type", b"application/json")
+_REST_PREFIX = REST_PATH + "/"
 #: 0.3 method → its 1.0 name (what a refusal suggests)
 _RENAMED = {
     "message/send": "SendMessage",
@@ -117,8 +120,42 @@ async def _body(receive: Receive, limit: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+@dataclass(slots=True)
+class _Head:
+    """What the A2A endpoints read of a request's headers."""
+
+    authorization: str | None = None
+    version: str | None = None
+    last_event_id: str | None = None
+    content_type: str | None = None
+    trace: bytes | None = None
+    length: int | None = None
+
+    @classmethod
+    def of(cls, scope: Scope) -> _Head:
+        head = cls()
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                head.authorization = value.decode("latin-1")
+            elif name == b"a2a-version":
+                head.version = value.decode("latin-1")
+            elif name == b"content-type":
+                head.content_type = value.decode("latin-1")
+            elif name == b"last-event-id":
+                head.last_event_id = value.decode("latin-1")
+            elif name == b"traceparent":
+                head.trace = well_formed_traceparent(value)
+            elif name == b"content-length" and value.isdigit():
+                head.length = int(value)
+        return head
+
+
+#: the 1.0 HTTP+JSON binding's streams: each ``data:`` a bare StreamResponse, an error a Status body
+_REST_FRAMING = Framing(data=orjson.dumps, error=lambda exc: orjson.dumps(exc.status_body()))
+
+
 class RpcEndpoint:
-    """ASGI middleware: answers ``POST /v1/a2a`` itself and passes everything else to ``app``.
+    """ASGI middleware: answers ``POST /v1/a2a`` and the 1.0 HTTP+JSON binding itself, passes the rest to ``app``.
 
     ``app`` is the REST app; its lifespan puts the A2A surface on ``app.state.a2a``.
     """
@@ -129,47 +166,95 @@ class RpcEndpoint:
         self._tables: dict[Version, Methods] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != RPC_PATH or scope["method"] != "POST":
+        path = scope.get("path", "")
+        rest = scope["type"] == "http" and path.startswith(_REST_PREFIX)
+        if not rest and (scope["type"] != "http" or path != RPC_PATH or scope["method"] != "POST"):
             await self.app(scope, receive, send)
             return
-        authorization = last_event_id = trace = version_header = None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                authorization = value.decode("latin-1")
-            elif name == b"a2a-version":
-                version_header = value.decode("latin-1")
-            elif name == b"last-event-id":
-                last_event_id = value.decode("latin-1")
-            elif name == b"traceparent":
-                trace = well_formed_traceparent(value)
-            elif name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await self._send(send, trace, 413, too_large_body(RPC_PATH, self.limit), close=True)
-                return
-        try:
-            body = await _body(receive, self.limit)
-        except _TooLarge:
-            await self._send(send, trace, 413, too_large_body(RPC_PATH, self.limit), close=True)
+        head = _Head.of(scope)
+        too_large = head.length is not None and head.length > self.limit
+        if not too_large:
+            try:
+                body = await _body(receive, self.limit)
+            except _TooLarge:
+                too_large = True
+        if too_large:
+            await self._send(send, head.trace, 413, too_large_body(RPC_PATH, self.limit), close=True)
             return
         a2a: A2ASurface = self.app.state.a2a
-        try:
-            version = negotiate(version_header, _query_version(scope), a2a.capabilities.versions)
-        except VersionNotSupported as refused:
-            await self._send(send, trace, 200, _version_refusal(body, refused))
+        if rest:
+            await self._rest(scope, receive, send, a2a, head, body)
             return
-        answer = await self._answer(a2a, version, authorization, last_event_id, body)
+        try:
+            version = negotiate(head.version, _query_version(scope), a2a.capabilities.versions)
+        except VersionNotSupported as refused:
+            await self._send(send, head.trace, 200, _version_refusal(body, refused))
+            return
+        answer = await self._answer(a2a, version, head.authorization, head.last_event_id, body)
         stamp = (b"a2a-version", version.value.encode())
         if isinstance(answer, bytes):
-            await self._send(send, trace, 200, answer, extra=stamp)
+            await self._send(send, head.trace, 200, answer, extra=[stamp])
         elif isinstance(answer, Response):
 
             async def stamped(message: Message) -> None:
                 if message["type"] == "http.response.start":
-                    message["headers"] = [*message["headers"], *self._headers(trace)]
+                    message["headers"] = [*message["headers"], *self._headers(head.trace)]
                 await send(message)
 
             await answer(scope, receive, stamped)
         else:
-            await self._stream(receive, send, trace, answer, stamp)
+            await self._stream(receive, send, head.trace, answer, stamp)
+
+    async def _rest(
+        self, scope: Scope, receive: Receive, send: Send, a2a: A2ASurface, head: _Head, body: bytes
+    ) -> None:
+        """One request of the 1.0 HTTP+JSON binding: a route, its method, a bare answer or a stream."""
+        verb = scope["method"]
+        stamp = (b"a2a-version", Version.V1_0.value.encode())
+        media = (b"content-type", rest10.MEDIA_TYPE.encode())
+        try:
+            version = negotiate(head.version, _query_version(scope), a2a.capabilities.versions)
+            if version.is_legacy:
+                raise VersionNotSupported(head.version or "0.3 (no A2A-Version)", (Version.V1_0,))
+        except VersionNotSupported as refused:
+            error = _version_error(refused, "this HTTP+JSON binding serves A2A 1.0 only: send A2A-Version: 1.0")
+            status, answer, extra = rest10.status_error(error)
+            await self._send(send, head.trace, status, answer, extra=[media, *extra])
+            return
+        methods = self._codecs(a2a)[Version.V1_0]
+        try:
+            routed = rest10.match(verb, scope["path"][len(REST_PATH) :])
+            principal = await _principal(a2a, head.authorization)
+            method = methods[routed.route.method]
+            params = rest10.params_of(routed, scope.get("query_string", b""), body, head.content_type)
+            needed = method.scope(params)
+            if needed is not None and not principal.can(needed):
+                raise Forbidden(f"this API key lacks the scope {needed!r} that {routed.route.method} needs")
+            outcome = await method.run(Call(principal, params, version, head.last_event_id))
+        except RpcError as error:
+            status, answer, extra = rest10.status_error(error)
+            await self._send(send, head.trace, status, answer, extra=[media, stamp, *extra])
+            return
+        except TetherError as exc:
+            if exc.status in (401, 403):
+                extra = [(b"www-authenticate", b'Bearer realm="tether"')] if exc.status == 401 else []
+                answer = rest10.auth_error(exc.status, exc.message)
+                await self._send(send, head.trace, exc.status, answer, extra=[media, stamp, *extra])
+                return
+            status, answer, extra = rest10.status_error(rpc_error_from(exc))
+            await self._send(send, head.trace, status, answer, extra=[media, stamp, *extra])
+            return
+        except Exception:
+            correlation = new_id("err_")
+            log.exception("A2A %s %s failed [%s]", verb, scope["path"], correlation)
+            failed = InternalError(f"the host failed to handle {verb} {scope['path']} (correlation id {correlation})")
+            status, answer, extra = rest10.status_error(failed)
+            await self._send(send, head.trace, status, answer, extra=[media, stamp, *extra])
+            return
+        if isinstance(outcome, Stream):
+            await self._stream(receive, send, head.trace, sse(_REST_FRAMING, outcome.frames), stamp)
+            return
+        await self._send(send, head.trace, 200, orjson.dumps(outcome), extra=[media, stamp])
 
     @staticmethod
     def _headers(trace: bytes | None) -> list[tuple[bytes, bytes]]:
@@ -186,11 +271,12 @@ class RpcEndpoint:
         body: bytes,
         *,
         close: bool = False,
-        extra: tuple[bytes, bytes] | None = None,
+        extra: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
-        headers = [_JSON, (b"content-length", str(len(body)).encode()), *self._headers(trace)]
-        if extra is not None:
-            headers.append(extra)
+        """A whole response; ``extra`` headers come last (a content type there replaces JSON's)."""
+        named = {name for name, _ in extra or ()}
+        headers = [_JSON] if b"content-type" not in named else []
+        headers += [(b"content-length", str(len(body)).encode()), *self._headers(trace), *(extra or ())]
         if close:
             headers.append((b"connection", b"close"))
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -338,12 +424,15 @@ def _request_id(body: bytes) -> RequestId:
     return found if isinstance(found, str | int) and not isinstance(found, bool) else None
 
 
-def _version_refusal(body: bytes, refused: VersionNotSupported) -> bytes:
+def _version_error(refused: VersionNotSupported, advice: str) -> VersionNotSupportedError:
     served = ",".join(v.value for v in refused.served)
-    error = VersionNotSupportedError(
-        f"{refused}: send A2A-Version with one of them (or none, for 0.3)",
-        data={"requestedVersion": refused.requested, "supportedVersions": served},
+    return VersionNotSupportedError(
+        f"{refused}: {advice}", data={"requestedVersion": refused.requested, "supportedVersions": served}
     )
+
+
+def _version_refusal(body: bytes, refused: VersionNotSupported) -> bytes:
+    error = _version_error(refused, "send A2A-Version with one of them (or none, for 0.3)")
     return error_body(_request_id(body), error, legacy=False)
 
 

@@ -305,9 +305,8 @@ class PostgresStore:
         limit: int = 50,
     ) -> tuple[list[TaskRecord], int]:
         filters = (tenant, context_id, state, updated_after)
-        records = await self._fetch_all(
-            TASK, "list_tasks", *filters, after[0] if after else None, after[1] if after else None, limit
-        )
+        cursor = (after[0], after[1]) if after else (None, None)
+        records = await self._fetch_all(TASK, "list_tasks", *filters, *cursor, limit)
         counted = await self._fetchrow("count_tasks", *filters)
         return records, int(counted[0])
 

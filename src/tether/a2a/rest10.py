@@ -1,0 +1,202 @@
+"""The A2A 1.0 HTTP+JSON binding (a2a-v1.0-wire §4), under ``/v1/a2a/rest``.
+
+Each route is one of the 1.0 methods of :mod:`tether.a2a.rpc10`: the path, query and body
+become that method's ProtoJSON params, and its answer is sent bare (no JSON-RPC envelope)
+as ``application/a2a+json``; streams are server-sent events whose ``data:`` is a bare
+``StreamResponse``. Errors are ``google.rpc.Status``-shaped bodies with the 1.0 status
+table (:meth:`tether.a2a.jsonrpc.RpcError.status_body`). Every route also answers under a
+``/{tenant}`` prefix, whose value becomes the request's ``tenant``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+
+from tether.a2a.jsonrpc import (
+    ContentTypeNotSupported,
+    InvalidParams,
+    JSONParseError,
+    MethodNotFound,
+    RpcError,
+    quote,
+)
+
+__all__ = ["MEDIA_TYPE", "NotAllowed", "Route", "Routed", "auth_error", "match", "params_of", "status_error"]
+
+MEDIA_TYPE = "application/a2a+json"
+_BODY_TYPES = ("application/a2a+json", "application/json")
+#: query parameters that are numbers or flags in the proto (the rest are strings)
+_INTS = frozenset({"historyLength", "pageSize"})
+_FLAGS = frozenset({"includeArtifacts"})
+
+_SEGMENT = "([^/]+?)"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """``verb path`` → a 1.0 method; ``names`` are the path captures' param names."""
+
+    verbs: tuple[str, ...]
+    pattern: re.Pattern[str]
+    method: str
+    names: tuple[str, ...] = ()
+    #: where the body goes: "params" (it is the params), "merge" (beside the path's), None (no body)
+    body: str | None = None
+
+
+def _route(verbs: str, path: str, method: str, names: tuple[str, ...] = (), body: str | None = None) -> Route:
+    pattern = re.compile("^" + re.escape(path).replace(re.escape("{}"), _SEGMENT) + "$")
+    return Route(tuple(verbs.split("|")), pattern, method, names, body)
+
+
+ROUTES: tuple[Route, ...] = (
+    _route("POST", "/message:send", "SendMessage", body="params"),
+    _route("POST", "/message:stream", "SendStreamingMessage", body="params"),
+    _route("POST", "/tasks/{}:cancel", "CancelTask", ("id",), body="merge"),
+    _route("POST|GET", "/tasks/{}:subscribe", "SubscribeToTask", ("id",)),
+    _route("POST", "/tasks/{}/pushNotificationConfigs", "CreateTaskPushNotificationConfig", ("taskId",), "merge"),
+    _route("GET", "/tasks/{}/pushNotificationConfigs", "ListTaskPushNotificationConfigs", ("taskId",)),
+    _route("GET", "/tasks/{}/pushNotificationConfigs/{}", "GetTaskPushNotificationConfig", ("taskId", "id")),
+    _route("DELETE", "/tasks/{}/pushNotificationConfigs/{}", "DeleteTaskPushNotificationConfig", ("taskId", "id")),
+    _route("GET", "/tasks/{}", "GetTask", ("id",)),
+    _route("GET", "/tasks", "ListTasks"),
+    _route("GET", "/extendedAgentCard", "GetExtendedAgentCard"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """A request matched to a route: the route, the path's captures and the tenant prefix."""
+
+    route: Route
+    captures: dict[str, str]
+    tenant: str | None
+
+
+class NotAllowed(RpcError):
+    """The path exists, not for this verb (HTTP 405, ``Allow`` lists the verbs served)."""
+
+    code = -32601
+    title = "Method not allowed"
+    reason = "METHOD_NOT_ALLOWED"
+    http_status = 405
+    rpc_status = "UNIMPLEMENTED"
+
+    def __init__(self, message: str, allowed: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.allowed = allowed
+
+
+def _find(verb: str, path: str) -> Routed | None | tuple[str, ...]:
+    allowed: tuple[str, ...] = ()
+    for route in ROUTES:
+        found = route.pattern.match(path)
+        if found is None:
+            continue
+        if verb not in route.verbs:
+            allowed += route.verbs
+            continue
+        return Routed(route, dict(zip(route.names, found.groups())), None)
+    return allowed or None
+
+
+def match(verb: str, path: str) -> Routed:
+    """The route of ``verb path`` (``path`` below the binding's base), with or without a tenant prefix.
+
+    Raises
+    ------
+    MethodNotFound
+        No route has that path (HTTP 404).
+    NotAllowed
+        A route has the path, for other verbs (HTTP 405).
+    """
+    found = _find(verb, path)
+    if found is None and path.count("/") >= 2:
+        tenant, _, rest = path[1:].partition("/")
+        inner = _find(verb, "/" + rest)
+        if isinstance(inner, Routed):
+            return Routed(inner.route, inner.captures, tenant)
+        found = inner
+    if isinstance(found, Routed):
+        return found
+    if found:
+        verbs = tuple(dict.fromkeys(found))
+        raise NotAllowed(f"{verb} is not served on {quote(path)}; use {', '.join(verbs)}", verbs)
+    raise MethodNotFound(
+        f"no A2A 1.0 HTTP+JSON route {verb} {quote(path)}: see the HTTP+JSON binding of the A2A 1.0 specification"
+    )
+
+
+def _query(raw: bytes) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, values in parse_qs(raw.decode("latin-1"), keep_blank_values=True).items():
+        value = values[-1]
+        if name in _INTS:
+            try:
+                out[name] = int(value)
+            except ValueError:
+                raise InvalidParams(
+                    f"query parameter {name} must be a whole number, not {quote(value)}",
+                    data={"errors": [{"path": name, "message": "not a whole number"}]},
+                ) from None
+        elif name in _FLAGS:
+            if value not in ("true", "false"):
+                raise InvalidParams(
+                    f"query parameter {name} must be true or false, not {quote(value)}",
+                    data={"errors": [{"path": name, "message": "not true or false"}]},
+                )
+            out[name] = value == "true"
+        elif name != "A2A-Version":
+            out[name] = value
+    return out
+
+
+def _body(raw: bytes, content_type: str | None) -> dict[str, Any]:
+    if not raw.strip():
+        return {}
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media not in _BODY_TYPES:
+        raise ContentTypeNotSupported(
+            f"the body must be {MEDIA_TYPE} (or application/json), not {quote(media or 'untyped')}",
+            data={"contentType": media},
+        )
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise JSONParseError(f"the body is not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise InvalidParams("the body must be a JSON object")
+    return doc
+
+
+def params_of(routed: Routed, query: bytes, body: bytes, content_type: str | None) -> dict[str, Any]:
+    """The 1.0 method's params: the query, the body where the route takes one, the path's ids, the tenant."""
+    params = _query(query)
+    if routed.route.body is not None:
+        params.update(_body(body, content_type))
+    params.update(routed.captures)
+    if routed.tenant is not None:
+        params["tenant"] = routed.tenant
+    return params
+
+
+def status_error(error: RpcError) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    """An error as this binding answers it: status, ``google.rpc.Status`` body, extra headers."""
+    headers: list[tuple[bytes, bytes]] = []
+    if isinstance(error, NotAllowed):
+        headers.append((b"allow", ", ".join(error.allowed).encode()))
+    return error.http_status, orjson.dumps(error.status_body()), headers
+
+
+#: (status, code name) of the HTTP-layer refusals (auth), as this binding spells them
+AUTH_STATUS: dict[int, str] = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 500: "INTERNAL"}
+
+
+def auth_error(status: int, message: str) -> bytes:
+    """A refusal at the HTTP layer (no key, a key without the scope) in this binding's error shape."""
+    return orjson.dumps({"error": {"code": status, "status": AUTH_STATUS.get(status, "UNKNOWN"), "message": message}})
