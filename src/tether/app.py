@@ -35,6 +35,7 @@ from tether.a2a.endpoint import RpcEndpoint
 from tether.a2a.push import push_projector
 from tether.a2a.surface import A2ASurface
 from tether.a2a.tasks import project_task_record
+from tether.a2a.v10 import push_body
 from tether.auth.keys import KeyVerifier, create_key
 from tether.egress.service import build_egress
 from tether.engine.cluster import LeaseSettings
@@ -173,7 +174,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
             registry = await load_registry(settings, store)
             notifier = Notifier(fallback=settings.fallback_poll_seconds if store.shared else None)
             owner = host_identity(settings.data_dir)
-            egress = build_egress(settings, store, key, owner=owner)
+            egress = build_egress(settings, store, key, owner=owner, push_body=push_body)
             stack.push_async_callback(egress.close)
             signer = TokenSigner(key, settings.interrupt_token_ttl)
             logs = RunLogs(store, notifier)

@@ -19,12 +19,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Annotated, Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from tether.a2a.jsonrpc import InvalidParams
 from tether.a2a.params import ID_MAX, Message, parse_params
 from tether.a2a.push import PushAuthentication, PushConfigInput
+from tether.store.base import PushConfigRow
 
 __all__ = [
     "STATE_NAMES",
@@ -34,6 +36,7 @@ __all__ = [
     "event",
     "frame_task",
     "message",
+    "push_body",
     "state_of",
     "status",
     "task",
@@ -361,3 +364,17 @@ def canonical_push(config: ProtoPushConfig) -> PushConfigInput:
         token=config.token or None,
         authentication=PushAuthentication(schemes=[auth.scheme], credentials=auth.credentials) if auth else None,
     )
+
+
+def push_body(config: PushConfigRow, stored: bytes) -> tuple[bytes, str]:
+    """A push as its config's version sends it (the outbox keeps the canonical 0.3 body).
+
+    A config registered over 1.0 gets a ``StreamResponse`` (``{statusUpdate}``, or
+    ``{task}`` with ``--push-body task``) as ``application/a2a+json``; one registered over
+    0.3 gets the body as stored.
+    """
+    if config.version == "0.3":
+        return stored, "application/json"
+    doc = orjson.loads(stored)
+    rendered = event(doc) if doc.get("kind") in ("status-update", "artifact-update") else frame_task(doc)
+    return orjson.dumps(rendered), "application/a2a+json"

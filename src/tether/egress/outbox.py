@@ -15,6 +15,7 @@ import email.utils
 import logging
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -27,7 +28,7 @@ from tether import clock
 from tether.egress.signing import sign_webhook
 from tether.errors import TetherError
 from tether.secrets import SecretBox
-from tether.store.base import DeliveryRow, Store
+from tether.store.base import DeliveryRow, PushConfigRow, Store
 from tether.store.fanout import push_stream_task
 
 log = logging.getLogger("tether.outbox")
@@ -76,6 +77,14 @@ def _retry_after(response: httpx.Response) -> float | None:
     return min(max((when - clock.now()).total_seconds(), 0.0), _MAX_RETRY_AFTER)
 
 
+#: a push's body and media type for the config it goes to (its stored body is the canonical 0.3 one)
+PushBody = Callable[[PushConfigRow, bytes], tuple[bytes, str]]
+
+
+def as_stored(config: PushConfigRow, body: bytes) -> tuple[bytes, str]:
+    return body, "application/json"
+
+
 @dataclass(frozen=True, slots=True)
 class _Outcome:
     delivered: bool
@@ -97,8 +106,11 @@ class OutboxWorker:
         concurrency: int = 16,
         owner: str = "local",
         fallback: float | None = None,
+        push_body: PushBody = as_stored,
     ) -> None:
         self.owner = owner
+        #: renders a push in the version its config was registered in (given by the composition root)
+        self.push_body = push_body
         #: several hosts: other hosts enqueue too, so look at least this often
         self.fallback = fallback
         self.store = store
@@ -182,9 +194,9 @@ class OutboxWorker:
             )
         if prepared is None:
             return _Outcome(False, False, "its subscription no longer exists")
-        headers = prepared
+        headers, body = prepared
         try:
-            response = await self.client.post(row.url, content=row.body, headers=headers)
+            response = await self.client.post(row.url, content=body, headers=headers)
         except TetherError as exc:  # the egress guard refused the target at delivery time
             return _Outcome(False, True, f"refused by the egress guard: {exc.message}")
         except httpx.TimeoutException:
@@ -200,8 +212,8 @@ class OutboxWorker:
             return _Outcome(False, True, f"HTTP {status}", _retry_after(response))
         return _Outcome(False, False, f"HTTP {status}: the receiver refused the delivery")
 
-    async def _prepare(self, row: DeliveryRow) -> dict[str, str] | None:
-        """Headers of one attempt; secrets are opened here and nowhere else."""
+    async def _prepare(self, row: DeliveryRow) -> tuple[dict[str, str], bytes] | None:
+        """Headers and body of one attempt; secrets are opened here and nowhere else."""
         headers = {"Content-Type": "application/json", "webhook-id": row.delivery_id, "User-Agent": "tether-outbox/1"}
         if row.kind == "a2a-push":
             task_id = push_stream_task(row.stream_key)
@@ -217,7 +229,8 @@ class OutboxWorker:
             if config.auth_secret is not None and config.auth_schemes:
                 credentials = self.box.open(config.auth_secret, context=f"push-auth:{config.config_id}")
                 headers["Authorization"] = f"{config.auth_schemes[0]} {credentials}"
-            return headers
+            body, headers["Content-Type"] = self.push_body(config, row.body)
+            return headers, body
         if row.kind == "webhook":
             hook = await self.store.get_webhook(row.target_id)
             if hook is None:
@@ -228,7 +241,7 @@ class OutboxWorker:
                 sign_webhook(secret, row.body, webhook_id=hook.webhook_id, event_type=str(event.get("type", "")))
             )
             headers["User-Agent"] = "openwop-webhook-dispatcher/tether"
-            return headers
+            return headers, row.body
         if row.kind == "callback":
-            return headers
+            return headers, row.body
         raise LookupError(f"unknown delivery kind {row.kind!r}")

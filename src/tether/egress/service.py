@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from tether.egress.guard import EgressGuard, EgressPolicy, Resolver
-from tether.egress.outbox import OutboxWorker, RetrySchedule
+from tether.egress.outbox import OutboxWorker, PushBody, RetrySchedule, as_stored
 from tether.egress.transport import build_egress_client, make_ssl_context
 from tether.secrets import SecretBox
 from tether.settings import Settings
@@ -39,7 +39,13 @@ class Egress:
 
 
 def build_egress(
-    settings: Settings, store: Store, host_key: bytes, *, owner: str = "local", resolver: Resolver | None = None
+    settings: Settings,
+    store: Store,
+    host_key: bytes,
+    *,
+    owner: str = "local",
+    resolver: Resolver | None = None,
+    push_body: PushBody = as_stored,
 ) -> Egress:
     """Validate the egress switches and build the guarded client and the outbox worker."""
     guard = EgressGuard(EgressPolicy(allow_cidrs=settings.egress_allow_cidrs), resolver)
@@ -52,5 +58,6 @@ def build_egress(
         RetrySchedule.parse(settings.push_retry_schedule),
         owner=owner,
         fallback=settings.fallback_poll_seconds if store.shared else None,
+        push_body=push_body,
     )
     return Egress(guard, box, client, worker)
