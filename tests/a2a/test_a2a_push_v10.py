@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 import trustme
-from a2a_wire import WORKFLOWS, message, result
+from a2a_wire import WORKFLOWS, result
 from backends import Hosts
 from harness import wait_until
 from inproc import InProcessHost
