@@ -162,6 +162,19 @@ class Frame:
         r = self.result
         return r["status"]["state"] if r["kind"] in ("task", "status-update") else None
 
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        """A multi-step task's progress report (a ``working`` update naming a step), else None."""
+        if self.kind != "status-update":
+            return None
+        found: dict[str, Any] | None = self.result.get("metadata", {}).get("openwop", {}).get("progress")
+        return found
+
+
+def transitions(frames: list[Frame]) -> list[Frame]:
+    """The frames that change what the task is (progress reports left out)."""
+    return [f for f in frames if f.progress is None]
+
 
 def _frames(response: httpx.Response) -> Iterator[Frame]:
     sse_id: int | None = None

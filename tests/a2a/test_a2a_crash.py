@@ -6,7 +6,18 @@ import threading
 
 import httpx
 import pytest
-from a2a_wire import Frame, get_task, message, open_stream, run_events, send, stream, task_record, wait_state
+from a2a_wire import (
+    Frame,
+    get_task,
+    message,
+    open_stream,
+    run_events,
+    send,
+    stream,
+    task_record,
+    transitions,
+    wait_state,
+)
 from harness import HostProcess, wait_until
 
 pytestmark = pytest.mark.process  # SIGKILL
@@ -49,7 +60,7 @@ def test_kill_while_input_required(host: HostProcess, key: str) -> None:
     assert record["state"] == "input-required" and record["interruptKind"] == "approval"
     assert task_record(http, task["id"], path="/v1/host/sample/a2a/tasks") == record
     seen = _approve_while_watching(host, key, task["id"])
-    assert [(f.kind, f.state) for f in seen] == [
+    assert [(f.kind, f.state) for f in transitions(seen)] == [
         ("task", "input-required"),
         ("status-update", "working"),
         ("status-update", "completed"),
@@ -108,7 +119,10 @@ def test_a_dropped_stream_resumes_after_a_restart(host: HostProcess, key: str) -
     http = host.http(key)
     send(http, message(data={"action": "accept"}, task_id=task["id"]))
     rest = stream(http, "tasks/resubscribe", {"id": task["id"]}, headers={"Last-Event-ID": str(last_id)})
-    assert [(f.kind, f.state) for f in rest] == [("status-update", "working"), ("status-update", "completed")]
+    assert [(f.kind, f.state) for f in transitions(rest)] == [
+        ("status-update", "working"),
+        ("status-update", "completed"),
+    ]
     _one_run_started(http, task["id"])
 
 

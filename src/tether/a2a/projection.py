@@ -51,6 +51,8 @@ _INTERRUPT_KIND: Mapping[str, str] = MappingProxyType(
 
 TERMINAL = frozenset({"completed", "failed", "canceled", "rejected"})
 INTERRUPTED = frozenset({"input-required", "auth-required"})
+#: node events a multi-step task reports as progress (a2a-integration §3: status flows A2A-direction)
+_PROGRESS = MappingProxyType({"node.started": "started", "node.completed": "finished"})
 
 
 def task_state(run_status: str) -> str:
@@ -210,20 +212,52 @@ def updates(
                 }
             )
     view = status_view(after)
+    timestamp = str(event.get("timestamp", ""))
     if view != before:
-        status, metadata = _status(task_id, context_id, after, str(event.get("timestamp", "")))
+        status, metadata = _status(task_id, context_id, after, timestamp)
         final = view[0] in TERMINAL or (view[0] in INTERRUPTED and final_on_input_required)
-        out.append(
-            {
-                "kind": "status-update",
-                "taskId": task_id,
-                "contextId": context_id,
-                "status": status,
-                "final": final,
-                "metadata": metadata,
-            }
-        )
+        out.append(_status_update(task_id, context_id, status, metadata, final))
+    elif view[0] == "working" and event.get("type") in _PROGRESS:
+        progress = _progress(task_id, context_id, event, after)
+        if progress is not None:
+            out.append(progress)
     return out
+
+
+def _status_update(
+    task_id: str, context_id: str, status: dict[str, Any], metadata: dict[str, Any], final: bool
+) -> dict[str, Any]:
+    return {
+        "kind": "status-update",
+        "taskId": task_id,
+        "contextId": context_id,
+        "status": status,
+        "final": final,
+        "metadata": metadata,
+    }
+
+
+def _progress(task_id: str, context_id: str, event: Mapping[str, Any], after: RunSnapshot) -> dict[str, Any] | None:
+    """A ``working`` update naming the step that started or finished (multi-step tasks only)."""
+    meta = after.get("metadata", {}).get("a2a", {})
+    steps = meta.get("steps") if isinstance(meta, Mapping) else None
+    payload = event.get("payload") or {}
+    node_id = payload.get("nodeId")
+    if not isinstance(steps, Mapping) or len(steps) < 2 or node_id not in steps:
+        return None
+    what = _PROGRESS[event["type"]]
+    index = list(steps).index(node_id) + 1
+    name = str(steps[node_id])
+    progress = {"nodeId": node_id, "step": name, "event": what, "index": index, "of": len(steps)}
+    text = f"Step {index} of {len(steps)}, {name}, {what}"
+    message_id = f"{task_id}-progress-{event.get('sequence')}"
+    status: dict[str, Any] = {
+        "state": "working",
+        "timestamp": str(event.get("timestamp", "")),
+        "message": _agent_message(message_id, task_id, context_id, text, {"progress": progress}),
+    }
+    metadata = {"openwop": {"runId": task_id, "runStatus": after["status"], "progress": progress}}
+    return _status_update(task_id, context_id, status, metadata, False)
 
 
 def task_record(task_id: str, context_id: str, state: RunSnapshot, updated_at: str) -> dict[str, Any]:

@@ -248,7 +248,7 @@ class A2AService:
             inputs,
             run_id=run_id,
             tags=[f"a2a:{message.messageId}", f"a2a:{context_id}"],
-            metadata=a2a_metadata(context_id, message.messageId, workflow_id),
+            metadata=a2a_metadata(context_id, message.messageId, workflow_id, self._steps(workflow_id)),
             transport=A2A_TRANSPORT,
             idempotency=claim,
             extras=extras,
@@ -260,6 +260,10 @@ class A2AService:
             live = await load_task(store, created.run.run_id, principal.tenant)
             return Sent(live.run, live.context_id, [])
         return Sent(created.run, context_id, first)
+
+    def _steps(self, workflow_id: str) -> dict[str, str]:
+        nodes = self.a2a.registry.get(workflow_id).workflow.nodes
+        return {node.id: node.name or node.id for node in nodes}
 
     async def _reply(self, principal: Principal, request: SendRequest, advance: bool) -> tuple[RunRow, str]:
         """Resolve the task's pending interrupt with the message; a retried reply is a no-op.

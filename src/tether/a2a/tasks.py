@@ -33,11 +33,20 @@ __all__ = [
 A2A_TRANSPORT = TRANSPORT
 
 
-def a2a_metadata(context_id: str, message_id: str | None, skill_id: str) -> dict[str, Any]:
-    """The run ``metadata`` of an A2A-backed run: where the projector finds its context."""
+def a2a_metadata(
+    context_id: str, message_id: str | None, skill_id: str, steps: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The run ``metadata`` of an A2A-backed run: where the projections find its context and its steps.
+
+    ``steps`` (node id → name, in the workflow's order) lets a multi-step task report which
+    step started or finished; it is written once, in ``run.started``, so every host and every
+    replay projects the same progress.
+    """
     a2a: dict[str, Any] = {"contextId": context_id, "skillId": skill_id}
     if message_id is not None:
         a2a["messageId"] = message_id
+    if steps is not None and len(steps) > 1:
+        a2a["steps"] = steps
     return {"a2a": a2a}
 
 
