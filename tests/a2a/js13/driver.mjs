@@ -320,6 +320,16 @@ const scenarios = {
     return { task: taskJson(gated) };
   },
 
+  // The hand-off over a stream: read the first frame of a slow-gate task, then leave mid-stream (exit).
+  async leave(client) {
+    leaving = true;
+    const stream = client.sendMessageStream(request(userMessage({ text: "work, then ask", skill: "slow-gate" })));
+    for await (const event of stream) {
+      return { first: StreamResponse.toJSON(event) };
+    }
+    throw new Error("the stream ended without a frame");
+  },
+
   // After the host's restart, a new run finds the task, subscribes, approves and watches it complete.
   async resume(client) {
     const found = await listAll(client, { status: TaskState.TASK_STATE_INPUT_REQUIRED, pageSize: 50 });
@@ -337,6 +347,7 @@ const scenarios = {
 };
 
 // -- main -------------------------------------------------------------------------------------------
+let leaving = false;
 const out = { scenario };
 let code = 0;
 try {
@@ -349,7 +360,7 @@ try {
   out.error = { ...errorJson(err), stack: err?.stack ?? null };
   code = 1;
 }
-await Promise.all(pending);
+if (!leaving) await Promise.all(pending); // a stream the client walked away from never ends: not awaited
+for (const entry of wire) entry.response ??= null; // null: never read to its end
 out.wire = wire;
-process.stdout.write(JSON.stringify(out));
-process.exitCode = code;
+process.stdout.write(JSON.stringify(out), () => process.exit(code));
