@@ -16,10 +16,11 @@ import itertools
 import json
 import queue
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 from sidecars import require_sidecar
 
@@ -47,6 +48,9 @@ class Sdk13:
         self.timeout = timeout
         self.proc: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader: threading.Thread | None = None
+        #: the driver's stderr, in a file (a pipe nobody drains could fill and stall it)
+        self._stderr: IO[str] | None = None
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         #: how many exchanges the oracle has checked so far
@@ -54,15 +58,17 @@ class Sdk13:
 
     def start(self) -> Sdk13:
         python = require_sidecar(ENV_NAME, REQUIREMENTS)
+        self._stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
             [str(python), str(DRIVER)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self._stderr,
             text=True,
             bufsize=1,
         )
-        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+        self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
+        self._reader.start()
         return self
 
     def _read(self, proc: subprocess.Popen[str]) -> None:
@@ -89,9 +95,21 @@ class Sdk13:
             proc.kill()
             proc.wait(10)
         finally:
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
+            if self._reader is not None:
+                self._reader.join(10)  # it ends at the driver's EOF
+            if proc.stdout is not None:
+                proc.stdout.close()
+            if self._stderr is not None:
+                self._stderr.close()
+                self._stderr = None
+
+    def stderr(self) -> str:
+        """What the driver has written to stderr so far."""
+        if self._stderr is None:
+            return ""
+        self._stderr.flush()
+        self._stderr.seek(0)
+        return self._stderr.read()
 
     def raw(self, op: str, *, timeout: float | None = None, **args: Any) -> dict[str, Any]:
         """The driver's whole answer: ``result`` or ``error``, and ``wire`` (what the oracle checked)."""
@@ -105,8 +123,7 @@ class Sdk13:
             except queue.Empty:
                 raise AssertionError(f"the a2a-sdk 1.3.0 driver did not answer {op} in time") from None
             if line is None:
-                stderr = self.proc.stderr.read() if self.proc.stderr is not None else ""
-                raise AssertionError(f"the a2a-sdk 1.3.0 driver exited during {op}:\n{stderr}")
+                raise AssertionError(f"the a2a-sdk 1.3.0 driver exited during {op}:\n{self.stderr()}")
         answer: dict[str, Any] = json.loads(line)
         assert answer["id"] == request_id
         return answer
