@@ -15,6 +15,7 @@ from typing import Any
 
 from tether.a2a import v10
 from tether.a2a.calls import Call, Method, Methods, Stream, message_scope
+from tether.a2a.card import strict_v10
 from tether.a2a.jsonrpc import InvalidParams, TaskNotFound, UnsupportedOperation, clip, quote
 from tether.a2a.params import parse_params
 from tether.a2a.projection import TERMINAL, task, task_state
@@ -217,5 +218,6 @@ class Current:
         return {}
 
     async def extended_card(self, call: Call) -> Any:
+        """The extended card in 1.0 fields only: a 1.0 answer is parsed by the strict 1.0 proto."""
         _check_tenant(call, call.params.get("tenant"))
-        return await self._card(call)
+        return strict_v10(await self._card(call))
