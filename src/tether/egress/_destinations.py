@@ -17,14 +17,27 @@ __all__ = ["Destination", "Destinations"]
 _FIRST_PAUSE = 0.5
 _MAX_PAUSE = 30.0
 #: how long a delivery is put off when its destination has a full queue already, at first and at most
-_FIRST_DEFERRAL = 1.0
+_FIRST_DEFERRAL = 0.1
 _MAX_DEFERRAL = 60.0
 
 
 class Destination:
     """One receiver's slots, queue and backoff (event-loop only, no locks)."""
 
-    __slots__ = ("_deferral", "_deferred_at", "failures", "key", "load", "paused_until", "queue_limit", "slots")
+    __slots__ = (
+        "_deferral",
+        "_deferred_at",
+        "_done",
+        "_rate",
+        "_window",
+        "failures",
+        "key",
+        "load",
+        "paused_until",
+        "put_off",
+        "queue_limit",
+        "slots",
+    )
 
     def __init__(self, key: str, concurrency: int) -> None:
         self.key = key
@@ -37,6 +50,12 @@ class Destination:
         self.paused_until = 0.0
         self._deferral = _FIRST_DEFERRAL
         self._deferred_at = 0.0
+        #: deliveries put off since the queue last had room (their place in the line)
+        self.put_off = 0
+        #: completions per second, measured over about a second
+        self._rate = 0.0
+        self._window = 0.0
+        self._done = 0
 
     def busy_until(self, now: float) -> float | None:
         """When to try a new delivery to this destination again, or None to send it now.
@@ -49,14 +68,23 @@ class Destination:
         if self.paused_until > now:
             return self.paused_until
         if self.load < self.queue_limit:
+            self.put_off = 0
             return None
+        self.put_off += 1
+        if self._rate > 0 and now - self._window < 2.0:
+            # a busy but moving receiver: come back about when the queue ahead has gone out
+            return now + min(max((self.load + self.put_off) / self._rate, 0.05), _MAX_DEFERRAL)
         if now - self._deferred_at >= 1.0:
             if self._deferred_at:
                 self._deferral = min(self._deferral * 2, _MAX_DEFERRAL)
             self._deferred_at = now
         return now + self._deferral
 
-    def succeeded(self) -> None:
+    def succeeded(self, now: float) -> None:
+        self._done += 1
+        if now - self._window >= 1.0:
+            self._rate = self._done / max(now - self._window, 1e-3) if self._window else 0.0
+            self._window, self._done = now, 0
         self.failures = 0
         self.paused_until = 0.0
         if self.load < self.queue_limit // 2:

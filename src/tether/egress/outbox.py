@@ -225,7 +225,7 @@ class OutboxWorker:
         finally:
             destination.load -= 1
         if outcome.delivered:
-            destination.succeeded()
+            destination.succeeded(asyncio.get_running_loop().time())
         elif outcome.receiver_failed:
             destination.failed(asyncio.get_running_loop().time())
         self._outcomes.put_nowait(self._attempt(row, outcome))
