@@ -154,9 +154,13 @@ class OutboxWorker:
     async def run(self) -> None:
         """Deliver until cancelled; a failing store read or write is logged and retried, never fatal."""
         recorder = asyncio.create_task(self._record(), name="tether-outbox-recorder")
+        released = False
         try:
             while True:
                 try:
+                    if not released:
+                        await self.store.release_claims(self.owner)
+                        released = True
                     await self._feed()
                 except asyncio.CancelledError:
                     raise

@@ -329,6 +329,11 @@ class Store(Protocol):
         """
         ...
 
+    async def release_claims(self, owner: str) -> None:
+        """Drop the delivery claims ``owner`` holds: a host that starts again under its stable
+        name sends what its previous life was sending at once, not when those claims lapse."""
+        ...
+
     async def next_delivery_at(self) -> str | None:
         """The earliest time a stream head this host does not hold a claim on becomes due
         (on a shared store, or another host's claim lapses)."""

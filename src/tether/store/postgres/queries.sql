@@ -289,6 +289,10 @@ SELECT LEAST(
     (SELECT MIN(GREATEST(o.next_attempt_at, to_char(o.claimed_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
      FROM outbox o WHERE o.claimed_until >= now() AND o.status = 'pending' AND o.head));
 
+-- name: release_claims
+-- A host starting again ($1, its stable name) drops the claims its previous life held.
+UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = $1;
+
 -- name: lock_attempt_runs
 -- Before recording attempts ($1 delivery ids): hold the runs they belong to, ordered, against
 -- a commit that would enqueue behind one of them meanwhile (it updates the run row first), so

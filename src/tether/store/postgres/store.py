@@ -326,6 +326,9 @@ class PostgresStore:
         value: str | None = row[0]
         return value
 
+    async def release_claims(self, owner: str) -> None:
+        await self._execute("release_claims", owner)
+
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
         """Store many outcomes in one transaction: the runs held against a racing enqueue, one
         multi-row UPDATE, then the next head of every stream whose head is done."""

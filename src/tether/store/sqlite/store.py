@@ -355,6 +355,9 @@ class SqliteStore:
 
         return await self._read(read)
 
+    async def release_claims(self, owner: str) -> None:
+        """Nothing outlives this process's claims: they are in its memory."""
+
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
         """Store many outcomes in one job of the group-commit writer, moving each finished
         stream's head on."""
