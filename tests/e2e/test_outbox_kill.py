@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,7 +61,5 @@ def test_sigkill_mid_drain_loses_nothing_and_ids_deduplicate(
 
 
 def _run_id(body: bytes) -> str:
-    import json
-
     value: str = json.loads(body)["runId"]
     return value
