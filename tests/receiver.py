@@ -2,7 +2,9 @@
 
 It records every request (path, headers, body) and answers from a script: a list of
 statuses (the last repeats) or a function. ``stop()`` and ``start()`` keep its port, so
-a test can take the receiver down and bring it back where the host expects it.
+a test can take the receiver down and bring it back where the host expects it. With
+``keep_alive`` it speaks HTTP/1.1 and keeps connections open; ``connections`` counts the
+TCP connections it accepted either way.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class Received:
 
 
 class Receiver:
-    def __init__(self, ca: trustme.CA, folder: Path) -> None:
+    def __init__(self, ca: trustme.CA, folder: Path, *, keep_alive: bool = False) -> None:
         self.ca = ca
         self.ca_file = folder / "receiver-ca.pem"
         ca.cert_pem.write_to_path(str(self.ca_file))
@@ -40,6 +42,8 @@ class Receiver:
         probe.bind(("127.0.0.1", 0))
         self.port = probe.getsockname()[1]
         probe.close()
+        self.keep_alive = keep_alive
+        self.connections = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -58,6 +62,14 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if receiver.keep_alive else "HTTP/1.0"
+            disable_nagle_algorithm = True
+
+            def setup(self) -> None:
+                with receiver._lock:
+                    receiver.connections += 1
+                super().setup()
+
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 length = int(self.headers.get("Content-Length", "0"))
                 received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length))

@@ -9,9 +9,13 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+import trustme
+from receiver import Receiver
 
 from tether import clock
+from tether.egress.guard import EgressGuard, EgressPolicy
 from tether.egress.outbox import OutboxWorker, RetrySchedule
+from tether.egress.transport import build_egress_client, make_ssl_context
 from tether.secrets import SecretBox
 from tether.store.base import Commit, EventRow, Fanout, PushConfigRow, RunRow, WebhookRow
 from tether.store.sqlite import SqliteStore
@@ -303,3 +307,140 @@ async def test_a_secret_sealed_by_another_host_key_is_a_clear_dead_letter(store:
     await _drain(worker, _dead(store))
     dead = await store.list_deliveries(None, "dead")
     assert dead and "--secret-key-file" in (dead[0].last_error or "")
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+async def _push_to(store: SqliteStore, task_id: str, url: str, pushes: int = 1) -> None:
+    """A task with one push config at ``url`` and ``pushes`` pushes enqueued (sequences 1..n)."""
+    now = clock.now_iso()
+    await store.commit(
+        Commit(RunRow(task_id, "default", "echo", "running", 0, {}, now, now), [], expected_sequence=None)
+    )
+    await store.put_push_config(PushConfigRow(task_id, "c1", "default", url, None, None, [], None, now))
+    for seq in range(1, pushes + 1):
+        await _enqueue_push(store, task_id, seq, final=seq == pushes)
+
+
+async def test_per_task_order_holds_with_many_tasks_in_flight(store: SqliteStore) -> None:
+    tasks, pushes = 24, 4
+    received: dict[str, list[int]] = {}
+    in_flight: set[str] = set()
+    overlapped: list[str] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        task = request.url.path.rsplit("/", 1)[1]
+        if task in in_flight:
+            overlapped.append(task)
+        in_flight.add(task)
+        await asyncio.sleep(0.001 * (hash(request.headers["webhook-id"]) % 5))  # answers out of order
+        in_flight.discard(task)
+        received.setdefault(task, []).append(orjson.loads(request.content)["seq"])
+        return httpx.Response(204)
+
+    for i in range(tasks):
+        await _push_to(store, f"t{i}", f"https://receiver.test/push/t{i}", pushes)
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler), follow_redirects=False)
+    worker = OutboxWorker(store, client, BOX, RetrySchedule.parse("10ms"), concurrency=64)
+
+    async def all_delivered() -> bool:
+        return len(await store.list_deliveries(None, "delivered", limit=1000)) == tasks * pushes
+
+    await _drain(worker, all_delivered)
+    assert received == {f"t{i}": [1, 2, 3, 4] for i in range(tasks)}  # each task's pushes in sequence order
+    assert overlapped == []  # and one at a time
+
+
+async def test_a_hanging_destination_does_not_delay_a_live_one(store: SqliteStore) -> None:
+    release = asyncio.Event()
+    hanging: list[str] = []
+    live: list[str] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "hanging.test":
+            hanging.append(request.url.path)
+            await release.wait()
+        else:
+            live.append(request.url.path)
+        return httpx.Response(204)
+
+    for i in range(100):  # enqueued first, so due first
+        await _push_to(store, f"h{i}", f"https://hanging.test/push/h{i}")
+    for i in range(20):
+        await _push_to(store, f"l{i}", f"https://live.test/push/l{i}")
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler), follow_redirects=False)
+    worker = OutboxWorker(store, client, BOX, RetrySchedule.parse("10ms"), concurrency=4, capacity=64)
+    task = asyncio.create_task(worker.run())
+    try:
+        await _until(lambda: len(live) == 20)
+        assert len(hanging) == 4  # the hanging receiver holds its own four slots, nothing more
+        release.set()
+
+        async def everything_delivered() -> bool:
+            return len(await store.list_deliveries(None, "delivered", limit=1000)) == 120
+
+        await _until_async(everything_delivered)
+    finally:
+        release.set()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.aclose()
+
+
+async def test_a_failing_destination_backs_off_without_spending_its_deliveries(store: SqliteStore) -> None:
+    failing: list[str] = []
+    live: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "down.test":
+            failing.append(request.url.path)
+            return httpx.Response(503)
+        live.append(request.url.path)
+        return httpx.Response(204)
+
+    for i in range(50):
+        await _push_to(store, f"d{i}", f"https://down.test/push/d{i}")
+    for i in range(10):
+        await _push_to(store, f"l{i}", f"https://live.test/push/l{i}")
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler), follow_redirects=False)
+    worker = OutboxWorker(store, client, BOX, RetrySchedule.parse("1h"), concurrency=2)
+
+    async def live_delivered_and_down_put_off() -> bool:
+        rows = await store.list_deliveries(None, None, limit=1000)
+        down = [r for r in rows if "down.test" in r.url]
+        return len(live) == 10 and all(r.attempts > 0 or r.next_attempt_at > r.created_at for r in down)
+
+    await _drain(worker, live_delivered_and_down_put_off)
+    # the first failures paused the destination: the rest were put off, not tried and spent
+    assert len(failing) < 50
+    rows = await store.list_deliveries(None, None, limit=1000)
+    assert all(r.status == "pending" for r in rows if "down.test" in r.url)
+
+
+async def test_deliveries_to_one_receiver_reuse_connections(store: SqliteStore, tmp_path: Path) -> None:
+    receiver = Receiver(trustme.CA(), tmp_path, keep_alive=True).start()
+    try:
+        for i in range(60):
+            await _push_to(store, f"t{i}", receiver.url(f"/push/t{i}"))
+        guard = EgressGuard(EgressPolicy(allow_cidrs=["127.0.0.1/32"]))
+        client = build_egress_client(guard, make_ssl_context(receiver.ca_file))
+        worker = OutboxWorker(store, client, BOX, RetrySchedule.parse("10ms"), concurrency=4)
+        await _drain(worker, _count(receiver.requests, 60))  # type: ignore[arg-type]
+    finally:
+        receiver.stop()
+    assert len({r.headers["webhook-id"] for r in receiver.requests}) == 60
+    assert receiver.connections <= 4  # four slots, four kept-alive connections; not one per delivery
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    async def probe() -> bool:
+        return condition()
+
+    await _until_async(probe)
+
+
+async def _until_async(condition: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not await condition():
+            await asyncio.sleep(0.01)

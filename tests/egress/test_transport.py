@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import http.server
 import ipaddress
@@ -111,12 +112,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._reply(200, b"ok")
 
 
+class _KeepAliveHandler(_Handler):
+    """HTTP/1.1: the connection stays open after each answer, so a client can reuse it."""
+
+    protocol_version = "HTTP/1.1"
+
+
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, receiver: Receiver, context: ssl.SSLContext) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, receiver: Receiver, context: ssl.SSLContext, handler: type[_Handler] = _Handler) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
         self.receiver = receiver
         self.context = context
 
@@ -146,17 +153,16 @@ def ca_bundle(ca: trustme.CA, tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def receiver(ca: trustme.CA) -> Iterator[Receiver]:
+def _serve(ca: trustme.CA, handler: type[_Handler]) -> Iterator[Receiver]:
     state = Receiver()
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("receiver.test", "localhost").configure_cert(context)  # no IP in the certificate
+    ca.issue_cert("receiver.test", "other.test", "localhost").configure_cert(context)  # no IP in it
 
     def remember_sni(sock: ssl.SSLObject | ssl.SSLSocket, name: str | None, ctx: ssl.SSLContext) -> None:
         state.sni.append(name)
 
     context.sni_callback = remember_sni
-    server = _Server(state, context)
+    server = _Server(state, context, handler)
     state.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -166,6 +172,18 @@ def receiver(ca: trustme.CA) -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture
+def receiver(ca: trustme.CA) -> Iterator[Receiver]:
+    """An HTTP/1.0 receiver: it closes every connection after its answer."""
+    yield from _serve(ca, _Handler)
+
+
+@pytest.fixture
+def keepalive(ca: trustme.CA) -> Iterator[Receiver]:
+    """An HTTP/1.1 receiver that keeps connections open."""
+    yield from _serve(ca, _KeepAliveHandler)
 
 
 # --------------------------------------------------------------------------- guard pieces
@@ -402,6 +420,73 @@ async def test_a_rebinding_name_is_refused_at_the_next_request(ca_bundle: Path, 
         with pytest.raises(EgressRefused, match="receiver.test resolves to 10.0.0.1, a private address"):
             await egress.post(url(receiver, "/push"), content=b"x")
     assert receiver.connections == 1
+
+
+async def test_connections_to_a_destination_are_reused(
+    client: httpx.AsyncClient, keepalive: Receiver, resolver: CountingResolver, backend: RecordingBackend
+) -> None:
+    for _ in range(20):
+        assert (await client.post(url(keepalive, "/push"), content=b"x")).status_code == 200
+    answers = await asyncio.gather(*(client.post(url(keepalive, "/push"), content=b"x") for _ in range(20)))
+    assert {r.status_code for r in answers} == {200}
+    assert len(keepalive.requests) == 40
+    # the first request's connection served the sequential ones; the concurrent ones opened a few more
+    assert 1 <= keepalive.connections <= 20
+    assert len(resolver.calls) == keepalive.connections == len(backend.dialled)  # one check per new connection
+
+
+async def test_pools_are_never_shared_across_destinations(
+    ca_bundle: Path, keepalive: Receiver, backend: RecordingBackend
+) -> None:
+    resolver = CountingResolver({"receiver.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
+    guard = EgressGuard(EgressPolicy(allow_cidrs=["127.0.0.1/32"]), resolver)
+    async with build_egress_client(guard, make_ssl_context(ca_bundle), network_backend=backend) as egress:
+        for host in ("receiver.test", "other.test", "receiver.test", "other.test"):
+            assert (await egress.post(url(keepalive, "/push", host=host), content=b"x")).status_code == 200
+    assert keepalive.connections == 2
+    assert keepalive.sni == ["receiver.test", "other.test"]
+    assert [r.headers["host"].split(":")[0] for r in keepalive.requests] == ["receiver.test", "other.test"] * 2
+
+
+async def test_a_redirect_is_not_followed_on_a_reused_connection(
+    client: httpx.AsyncClient, keepalive: Receiver
+) -> None:
+    assert (await client.post(url(keepalive, "/push"), content=b"x")).status_code == 200
+    response = await client.post(url(keepalive, "/redirect"), content=b"x")
+    assert response.status_code == 302
+    with pytest.raises(httpx.TooManyRedirects):
+        await client.post(url(keepalive, "/redirect"), content=b"x", follow_redirects=True)
+    assert keepalive.paths() == ["/push", "/redirect", "/redirect"]
+    assert keepalive.connections == 1  # all three went over the one kept-alive connection
+
+
+async def test_a_rebinding_name_is_refused_on_a_new_connection(ca_bundle: Path, keepalive: Receiver) -> None:
+    resolver = CountingResolver({"receiver.test": ["127.0.0.1"]})
+    guard = EgressGuard(EgressPolicy(allow_cidrs=["127.0.0.1/32"]), resolver)
+    async with build_egress_client(guard, make_ssl_context(ca_bundle)) as egress:
+        assert (await egress.post(url(keepalive, "/push"), content=b"x")).status_code == 200
+        resolver.answers["receiver.test"] = ["10.0.0.1"]
+        # two at once: one takes the idle connection (still pinned to the address checked when it
+        # was opened), the other needs a new connection, and its fresh lookup is refused
+        reused, fresh = await asyncio.gather(
+            egress.post(url(keepalive, "/push"), content=b"x"),
+            egress.post(url(keepalive, "/push"), content=b"x"),
+            return_exceptions=True,
+        )
+    assert isinstance(reused, httpx.Response) and reused.status_code == 200
+    assert isinstance(fresh, EgressRefused) and "resolves to 10.0.0.1, a private address" in str(fresh)
+    assert resolver.calls == ["receiver.test", "receiver.test"]
+    assert keepalive.connections == 1
+
+
+async def test_the_url_arms_hold_on_a_reused_connection(ca_bundle: Path, keepalive: Receiver) -> None:
+    resolver = CountingResolver({"receiver.test": ["127.0.0.1"]})
+    guard = EgressGuard(EgressPolicy(allow_cidrs=["127.0.0.1/32"]), resolver)
+    async with build_egress_client(guard, make_ssl_context(ca_bundle)) as egress:
+        assert (await egress.post(url(keepalive, "/push"), content=b"x")).status_code == 200
+        with pytest.raises(EgressRefused, match="only https"):
+            await egress.post(f"http://receiver.test:{keepalive.port}/push", content=b"x")
+    assert keepalive.paths() == ["/push"]
 
 
 async def test_the_transport_lifecycle(resolver: CountingResolver) -> None:

@@ -46,6 +46,7 @@ DATABASE_CLOCK = {
 #: indexes only PostgreSQL has, and why
 POSTGRES_ONLY_INDEXES = {
     "run_leases_by_owner": "renew_leases touches one host's leases among many hosts'; SQLite's one host holds them all",
+    "outbox_claimed": "next_delivery_at finds when other hosts' claims lapse; SQLite keeps claims in its host's memory",
 }
 #: indexes on other columns, and why: name → (SQLite's columns, PostgreSQL's columns, why)
 OTHER_INDEX_COLUMNS = {
@@ -60,6 +61,8 @@ POSTGRES_ONLY_CHECKS = {
     "run_leases_epoch_positive": "SQLite's one host takes every epoch from the same claim statement",
     "outbox_claim_whole": "the SQLite store never claims a delivery: its one host sends them all",
 }
+#: flags no record map holds (the stores keep them in SQL), and what they say
+FLAGS_OUTSIDE_RECORDS = {("outbox", "head"): "the delivery heads its stream: due_deliveries reads these only"}
 #: type pairs (SQLite's declared type, PostgreSQL's data_type) that hold the same values
 SAME_TYPES = {("TEXT", "text"), ("BLOB", "bytea"), ("INTEGER", "integer"), ("INTEGER", "bigint")}
 #: how a record map's kinds sit in each backend (the map says which columns)
@@ -171,6 +174,8 @@ def same_type(table: str, column: str, sqlite_type: str, postgres_type: str) -> 
     kind = _kinds().get((table, column))
     if kind is not None and kind in TYPES_OF_KIND:
         return (sqlite_type, postgres_type) == TYPES_OF_KIND[kind]
+    if (table, column) in FLAGS_OUTSIDE_RECORDS:
+        return (sqlite_type, postgres_type) == TYPES_OF_KIND["flag"]
     if (table, column) in DATABASE_CLOCK:
         return (sqlite_type, postgres_type) == ("TEXT", "timestamp with time zone")
     return (sqlite_type, postgres_type) in SAME_TYPES

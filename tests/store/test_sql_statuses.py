@@ -145,8 +145,8 @@ def test_the_parser_finds_the_status_lists_the_stores_are_known_to_spell() -> No
     delivery_places = {f.where for f in IN_THE_STORES if f.vocabulary == "delivery"}
     assert delivery_places >= {
         "sqlite/queries.sql:due_deliveries",
-        "postgres/queries.sql:record_attempt",
-        "sqlite/migrations/0003_outbox.sql:outbox_pending",
+        "postgres/queries.sql:record_attempts",
+        "sqlite/migrations/0007_outbox_heads.sql:outbox_due",
         "postgres/migrations/0003_outbox.sql:outbox_stream",
     }
 

@@ -6,6 +6,19 @@ of each stream when it is due, records every attempt, retries on a jittered ladd
 (connection errors, timeouts, 3xx, 408, 429 and 5xx; ``Retry-After`` honoured) and
 dead-letters a delivery when the ladder is spent or the receiver refuses it outright.
 It sleeps until the next due time or a wake-up: an idle outbox costs nothing.
+
+It is a pipeline, not a loop of batches: a feeder claims due stream heads while there is
+room, each delivery is sent as soon as its destination has a free slot (``_destinations``:
+per-destination concurrency and backoff, so a slow receiver holds only its own slots),
+and a recorder writes the outcomes that have piled up while the previous write committed,
+in one store write. Batches of 64 that waited for their slowest member, one write per
+attempt and a new TLS connection per delivery kept it near 50 deliveries/s.
+
+Order: only a stream's head is ever due, and a head stays claimed (and pending) until its
+outcome is written, so a stream has one delivery in flight at a time and a task's
+``completed`` never overtakes its ``input-required``. At least once: a delivery is marked
+delivered only after the receiver answered 2xx; a crash before that write sends it again,
+with the same ``webhook-id``.
 """
 
 from __future__ import annotations
@@ -25,10 +38,11 @@ import orjson
 from cryptography.exceptions import InvalidTag
 
 from tether import clock
+from tether.egress._destinations import Destination, Destinations
 from tether.egress.signing import sign_webhook
 from tether.errors import TetherError
 from tether.secrets import SecretBox
-from tether.store.base import DeliveryRow, PushConfigRow, Store
+from tether.store.base import Attempt, DeliveryRow, PushConfigRow, Store
 from tether.store.fanout import push_stream_task
 
 log = logging.getLogger("tether.outbox")
@@ -91,10 +105,28 @@ class _Outcome:
     retryable: bool
     error: str | None = None
     retry_after: float | None = None
+    #: the receiver did not answer, or answered 408, 429 or 5xx: its destination backs off
+    receiver_failed: bool = False
+
+
+#: deliveries claimed at most per store read
+_FETCH = 256
+#: outcomes written at most per store write
+_RECORD = 1024
 
 
 class OutboxWorker:
-    """Owns the outbox's sending side for one process."""
+    """Owns the outbox's sending side for one process.
+
+    Parameters:
+        concurrency: sends at once to one destination (host and port).
+        capacity: deliveries held at once, all destinations together (sending, waiting for a
+            slot, or waiting for their outcome to be written).
+        owner: this host's name in delivery claims (several hosts on one PostgreSQL).
+        fallback: on a shared store, look at least this often (other hosts enqueue too).
+        claim_seconds: how long a claimed delivery is this host's; past it another host may
+            send it (at least once), so it is well above the longest exchange.
+    """
 
     def __init__(
         self,
@@ -104,46 +136,73 @@ class OutboxWorker:
         schedule: RetrySchedule,
         *,
         concurrency: int = 16,
+        capacity: int = 512,
         owner: str = "local",
         fallback: float | None = None,
+        claim_seconds: float = 60.0,
         push_body: PushBody = as_stored,
     ) -> None:
         self.owner = owner
         #: renders a push in the version its config was registered in (given by the composition root)
         self.push_body = push_body
-        #: several hosts: other hosts enqueue too, so look at least this often
         self.fallback = fallback
         self.store = store
         self.client = client
         self.box = box
         self.schedule = schedule
+        self._capacity = capacity
+        self._claim_seconds = claim_seconds
+        self._destinations = Destinations(concurrency)
         self._wake = asyncio.Event()
-        self._limit = asyncio.Semaphore(concurrency)
+        #: claimed deliveries whose outcome is not written yet
+        self._held: set[str] = set()
+        self._outcomes: asyncio.Queue[Attempt] = asyncio.Queue()
+        self._sending: set[asyncio.Task[None]] = set()
 
     def wake(self) -> None:
         """Something was enqueued: look now instead of at the next due time."""
         self._wake.set()
 
     async def run(self) -> None:
-        """Deliver until cancelled; a failing store read is logged and retried, never fatal."""
-        while True:
-            try:
-                await self._cycle()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("the outbox worker failed a cycle; retrying in 1 s")
-                await asyncio.sleep(1.0)
+        """Deliver until cancelled; a failing store read or write is logged and retried, never fatal."""
+        recorder = asyncio.create_task(self._record(), name="tether-outbox-recorder")
+        released = False
+        try:
+            while True:
+                try:
+                    if not released:
+                        await self.store.release_claims(self.owner)
+                        released = True
+                    await self._feed()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("the outbox worker failed a cycle; retrying in 1 s")
+                    await asyncio.sleep(1.0)
+        finally:
+            for task in list(self._sending):
+                task.cancel()
+            await asyncio.gather(*self._sending, return_exceptions=True)
+            recorder.cancel()
+            await asyncio.gather(recorder, return_exceptions=True)
 
-    async def _cycle(self) -> None:
+    async def _feed(self) -> None:
+        """Claim due heads while there is room; sleep until the next due time, a wake-up or room."""
         while True:
             self._wake.clear()
-            due = await self.store.due_deliveries(clock.now_iso(), 64, owner=self.owner)
-            if due:
-                await asyncio.gather(*(self._attempt(row) for row in due))
-                continue
-            next_at = await self.store.next_delivery_at()
-            timeout = None if next_at is None else max((clock.parse(next_at) - clock.now()).total_seconds(), 0.0)
+            room = min(self._capacity - len(self._held), _FETCH)
+            if room > 0:
+                due = await self.store.due_deliveries(
+                    clock.now_iso(), room, owner=self.owner, claim_seconds=self._claim_seconds
+                )
+                for row in due:
+                    self._dispatch(row)
+                if len(due) == room:
+                    continue
+                next_at = await self.store.next_delivery_at()
+                timeout = None if next_at is None else max((clock.parse(next_at) - clock.now()).total_seconds(), 0.0)
+            else:
+                timeout = None  # full: the recorder wakes us when outcomes are written
             if self.fallback is not None:
                 timeout = self.fallback if timeout is None else min(timeout, self.fallback)
             try:
@@ -151,9 +210,43 @@ class OutboxWorker:
             except TimeoutError:
                 pass
 
-    async def _attempt(self, row: DeliveryRow) -> None:
-        async with self._limit:
-            outcome = await self._send(row)
+    def _dispatch(self, row: DeliveryRow) -> None:
+        """Send ``row`` when its destination has a slot, or put it off while that one is busy."""
+        self._held.add(row.delivery_id)
+        destination = self._destinations.of(row.url)
+        later = destination.busy_until(asyncio.get_running_loop().time())
+        if later is not None:
+            wait = later - asyncio.get_running_loop().time()
+            now = clock.now()
+            self._outcomes.put_nowait(
+                Attempt(
+                    row.delivery_id,
+                    "pending",
+                    row.attempts,
+                    clock.iso(now + timedelta(seconds=wait)),
+                    row.last_error,
+                    clock.iso(now),
+                )
+            )
+            return
+        destination.load += 1
+        task = asyncio.create_task(self._deliver(row, destination))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _deliver(self, row: DeliveryRow, destination: Destination) -> None:
+        try:
+            async with destination.slots:
+                outcome = await self._send(row)
+        finally:
+            destination.load -= 1
+        if outcome.delivered:
+            destination.succeeded(asyncio.get_running_loop().time())
+        elif outcome.receiver_failed:
+            destination.failed(asyncio.get_running_loop().time())
+        self._outcomes.put_nowait(self._attempt(row, outcome))
+
+    def _attempt(self, row: DeliveryRow, outcome: _Outcome) -> Attempt:
         attempts = row.attempts + 1
         now = clock.now()
         if outcome.delivered:
@@ -171,14 +264,26 @@ class OutboxWorker:
                 outcome.error,
                 status,
             )
-        await self.store.record_attempt(
-            row.delivery_id,
-            status=status,
-            attempts=attempts,
-            next_attempt_at=clock.iso(next_at),
-            last_error=outcome.error,
-            now=clock.iso(now),
-        )
+        return Attempt(row.delivery_id, status, attempts, clock.iso(next_at), outcome.error, clock.iso(now))
+
+    async def _record(self) -> None:
+        """Write outcomes in batches: all that piled up while the previous write committed."""
+        while True:
+            batch = [await self._outcomes.get()]
+            while len(batch) < _RECORD and not self._outcomes.empty():
+                batch.append(self._outcomes.get_nowait())
+            while True:
+                try:
+                    await self.store.record_attempts(batch)
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("the outbox could not record %d attempts; retrying in 1 s", len(batch))
+                    await asyncio.sleep(1.0)
+            for attempt in batch:
+                self._held.discard(attempt.delivery_id)
+            self._wake.set()
 
     async def _send(self, row: DeliveryRow) -> _Outcome:
         try:
@@ -200,16 +305,16 @@ class OutboxWorker:
         except TetherError as exc:  # the egress guard refused the target at delivery time
             return _Outcome(False, True, f"refused by the egress guard: {exc.message}")
         except httpx.TimeoutException:
-            return _Outcome(False, True, "timed out")
+            return _Outcome(False, True, "timed out", receiver_failed=True)
         except httpx.HTTPError as exc:
-            return _Outcome(False, True, f"{type(exc).__name__}: {exc}")
+            return _Outcome(False, True, f"{type(exc).__name__}: {exc}", receiver_failed=True)
         status = response.status_code
         if 200 <= status < 300:
             return _Outcome(True, False)
         if 300 <= status < 400:
             return _Outcome(False, True, f"HTTP {status}: redirects are never followed")
         if status in (408, 429) or status >= 500:
-            return _Outcome(False, True, f"HTTP {status}", _retry_after(response))
+            return _Outcome(False, True, f"HTTP {status}", _retry_after(response), receiver_failed=True)
         return _Outcome(False, False, f"HTTP {status}: the receiver refused the delivery")
 
     async def _prepare(self, row: DeliveryRow) -> tuple[dict[str, str], bytes] | None:

@@ -2,13 +2,23 @@
 
 `GuardedTransport` plugs into httpx's transport seam. Per request it
 
-1. runs `EgressGuard.resolve_and_check` (one DNS lookup, every answer checked);
-2. opens one httpcore connection whose network backend dials only the checked addresses, in
-   order, while httpcore keeps using the original host name for TLS SNI and certificate
-   verification; the Host header is the URL's authority — so no second lookup can happen
-   between check and connect (DNS rebinding has nothing to slip through);
-3. returns the response as is — a 3xx is handed back, never followed;
+1. applies the guard's URL arms (`EgressGuard.check_url`: scheme, port, denied names; no DNS);
+2. takes an idle keep-alive connection of that destination (host, port) if it has one: such a
+   connection was dialled to an address the guard checked when it was opened, and stays
+   pinned to it. Otherwise it runs `EgressGuard.resolve_and_check` (one DNS lookup, every
+   answer checked) and opens a new httpcore connection whose network backend dials only the
+   checked addresses, in order, while httpcore keeps using the original host name for TLS SNI
+   and certificate verification; the Host header is the URL's authority — so no second
+   lookup can happen between check and connect (DNS rebinding has nothing to slip through),
+   and a name that now resolves to a refused address is refused at its next new connection;
+3. returns the response as is — a 3xx is handed back, never followed, on a new connection or
+   a reused one;
 4. caps the response body (`max_response_bytes`) and the whole exchange (`total_timeout`).
+
+Keep-alive is what lets the outbox keep up: a new TLS connection per delivery held it near
+50 deliveries/s to one receiver. Idle connections are pooled per destination and never
+handed to another; a connection goes back to its pool only when its response was read to
+the end and the server kept it open.
 
 `build_egress_client` is the one place an outbound client is made: redirects off (and
 ``max_redirects=0`` so a per-request ``follow_redirects=True`` cannot reach a redirect target),
@@ -50,6 +60,16 @@ DEFAULT_TIMEOUT = httpx.Timeout(5.0)
 
 DEFAULT_TOTAL_TIMEOUT = 10.0
 """Seconds from the start of a request (including DNS) to the end of its response body."""
+
+DEFAULT_MAX_IDLE_PER_DESTINATION = 32
+"""Idle keep-alive connections kept per destination; one more is closed when it comes back."""
+
+DEFAULT_KEEPALIVE_EXPIRY = 4.0
+"""Seconds an idle connection is kept: under the 5 s keep-alive of common servers (uvicorn,
+nginx's 75 s is longer), so that a reused connection is rarely one the server is closing."""
+
+#: a destination: (host as the guard normalised it, port); pools are never shared across them
+_Destination = tuple[str, int]
 
 
 class EgressResponseTooLarge(httpx.TransportError):
@@ -166,7 +186,7 @@ class _GuardedResponseStream(httpx.AsyncByteStream):
         *,
         limit: int,
         deadline: float,
-        on_close: Callable[[httpcore.AsyncHTTPConnection], Awaitable[None]],
+        on_close: Callable[[], Awaitable[None]],
     ) -> None:
         self._request = request
         self._response = response
@@ -234,7 +254,7 @@ class _GuardedResponseStream(httpx.AsyncByteStream):
             with _map_httpcore_exceptions(self._request):
                 await self._response.aclose()
         finally:
-            await self._on_close(self._connection)
+            await self._on_close()
 
 
 class GuardedTransport(httpx.AsyncBaseTransport):
@@ -255,6 +275,8 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         total_timeout: seconds for the whole exchange, DNS to last body byte. Per-operation
             timeouts come from the client (``httpx.Timeout``).
         network_backend: the httpcore backend that actually dials (tests); default anyio.
+        max_idle_per_destination: idle keep-alive connections kept per destination.
+        keepalive_expiry: seconds an idle connection is kept before it is closed.
     """
 
     def __init__(
@@ -265,6 +287,8 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         total_timeout: float = DEFAULT_TOTAL_TIMEOUT,
         network_backend: httpcore.AsyncNetworkBackend | None = None,
+        max_idle_per_destination: int = DEFAULT_MAX_IDLE_PER_DESTINATION,
+        keepalive_expiry: float = DEFAULT_KEEPALIVE_EXPIRY,
     ) -> None:
         if max_response_bytes < 0:
             raise ValueError("max_response_bytes must not be negative")
@@ -275,7 +299,11 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         self._max_response_bytes = max_response_bytes
         self._total_timeout = total_timeout
         self._backend = network_backend if network_backend is not None else httpcore.AnyIOBackend()
+        self._max_idle = max_idle_per_destination
+        self._keepalive_expiry = keepalive_expiry
         self._connections: set[httpcore.AsyncHTTPConnection] = set()
+        #: idle keep-alive connections by destination, the most recently used last
+        self._idle: dict[_Destination, list[httpcore.AsyncHTTPConnection]] = {}
         self._closed = False
 
     @property
@@ -293,24 +321,15 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         if self._closed:
             raise RuntimeError("the egress transport is closed")
         deadline = asyncio.get_running_loop().time() + self._total_timeout
-        try:
-            async with asyncio.timeout_at(deadline):
-                target = await self._guard.resolve_and_check(request.url)
-        except TimeoutError as exc:
-            raise httpx.ConnectTimeout("egress name resolution exceeded the total time limit", request=request) from exc
-
-        host = target.host.encode("ascii")
-        connection = httpcore.AsyncHTTPConnection(
-            origin=httpcore.Origin(scheme=b"https", host=host, port=target.port),
-            ssl_context=self._ssl_context,
-            http1=True,
-            http2=False,
-            network_backend=_PinnedBackend(target, self._backend),
-        )
-        self._connections.add(connection)
+        parsed = self._guard.check_url(request.url)  # the URL arms hold on every request, reused or not
+        destination = (parsed.host, parsed.port)
+        connection = await self._idle_connection(destination)
+        if connection is None:
+            connection = await self._new_connection(request, deadline)
+        host = destination[0].encode("ascii")
         core_request = httpcore.Request(
             method=request.method.encode("ascii"),
-            url=httpcore.URL(scheme=b"https", host=host, port=target.port, target=request.url.raw_path),
+            url=httpcore.URL(scheme=b"https", host=host, port=destination[1], target=request.url.raw_path),
             headers=self._headers_for(request),
             content=request.stream,
             extensions=self._extensions_for(request),
@@ -323,10 +342,14 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             except TimeoutError as exc:
                 raise httpx.TimeoutException("egress request exceeded the total time limit", request=request) from exc
         except BaseException:
-            await self._release(connection)
+            await self._discard(connection)
             raise
+
+        async def release() -> None:
+            await self._release(destination, connection)
+
         stream = _GuardedResponseStream(
-            request, response, connection, limit=self._max_response_bytes, deadline=deadline, on_close=self._release
+            request, response, connection, limit=self._max_response_bytes, deadline=deadline, on_close=release
         )
         return httpx.Response(
             status_code=response.status,
@@ -350,13 +373,50 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         timeout: Mapping[str, Any] = request.extensions.get("timeout", DEFAULT_TIMEOUT.as_dict())
         return {"timeout": dict(timeout)}
 
-    async def _release(self, connection: httpcore.AsyncHTTPConnection) -> None:
+    async def _new_connection(self, request: httpx.Request, deadline: float) -> httpcore.AsyncHTTPConnection:
+        """Resolve and check the name now, and make a connection that can dial only what was checked."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                target = await self._guard.resolve_and_check(request.url)
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout("egress name resolution exceeded the total time limit", request=request) from exc
+        connection = httpcore.AsyncHTTPConnection(
+            origin=httpcore.Origin(scheme=b"https", host=target.host.encode("ascii"), port=target.port),
+            ssl_context=self._ssl_context,
+            keepalive_expiry=self._keepalive_expiry,
+            http1=True,
+            http2=False,
+            network_backend=_PinnedBackend(target, self._backend),
+        )
+        self._connections.add(connection)
+        return connection
+
+    async def _idle_connection(self, destination: _Destination) -> httpcore.AsyncHTTPConnection | None:
+        """An idle connection of ``destination`` that is still usable; stale ones are closed on the way."""
+        idle = self._idle.get(destination)
+        while idle:
+            connection = idle.pop()
+            if connection.is_idle() and not connection.has_expired():
+                return connection
+            await self._discard(connection)
+        return None
+
+    async def _release(self, destination: _Destination, connection: httpcore.AsyncHTTPConnection) -> None:
+        """Pool the connection of a finished exchange if the server kept it open, else close it."""
+        idle = self._idle.setdefault(destination, [])
+        if not self._closed and connection.is_idle() and len(idle) < self._max_idle:
+            idle.append(connection)
+        else:
+            await self._discard(connection)
+
+    async def _discard(self, connection: httpcore.AsyncHTTPConnection) -> None:
         self._connections.discard(connection)
         await connection.aclose()
 
     async def aclose(self) -> None:
         """Close every connection still open; safe to call more than once."""
         self._closed = True
+        self._idle.clear()
         connections, self._connections = list(self._connections), set()
         for connection in connections:
             await connection.aclose()

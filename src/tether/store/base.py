@@ -8,7 +8,7 @@ optimistic: a commit names the sequence it expects the run to be at, and loses w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -195,6 +195,23 @@ class DeliveryRow:
     updated_at: str
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What one attempt at a delivery came to, as the outbox records it.
+
+    ``status`` is "delivered", "dead", or "pending" with the ``next_attempt_at`` of its
+    retry; a delivery put off without being sent (its destination is saturated or backing
+    off) is "pending" with its ``attempts`` and ``last_error`` unchanged.
+    """
+
+    delivery_id: str
+    status: str
+    attempts: int
+    next_attempt_at: str
+    last_error: str | None
+    now: str
+
+
 Extra = TaskRecord | TaskMessage | Fanout | PushConfigRow
 
 
@@ -329,17 +346,36 @@ class Store(Protocol):
     ) -> list[DeliveryRow]:
         """Deliveries whose time has come and that head their stream (order per stream).
 
-        On a shared store they are also claimed for ``owner`` for ``claim_seconds`` in the
-        same statement (FOR UPDATE SKIP LOCKED), so each attempt is made by one host.
+        They are also claimed for ``owner`` for ``claim_seconds`` (on a shared store in the
+        same statement, FOR UPDATE SKIP LOCKED, so each attempt is made by one host; on a
+        host's own store in its memory), so that a worker that sends many at once is not
+        handed a delivery it is sending already; recording the attempt ends the claim.
         """
         ...
 
-    async def next_delivery_at(self) -> str | None: ...
+    async def release_claims(self, owner: str) -> None:
+        """Drop the delivery claims ``owner`` holds: a host that starts again under its stable
+        name sends what its previous life was sending at once, not when those claims lapse."""
+        ...
+
+    async def next_delivery_at(self) -> str | None:
+        """The earliest time a stream head this host does not hold a claim on becomes due
+        (on a shared store, or another host's claim lapses)."""
+        ...
+
+    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+        """Store the outcomes of many attempts in one write, ending their claims.
+
+        A delivery that is done (delivered or dead) hands its stream to the next pending
+        delivery of the stream; a final push that is done discards its config's secrets.
+        One write per batch, not per attempt: that is what lets the outbox keep up.
+        """
+        ...
 
     async def record_attempt(
         self, delivery_id: str, *, status: str, attempts: int, next_attempt_at: str, last_error: str | None, now: str
     ) -> None:
-        """Store an attempt's outcome; a final push that is done discards its config's secrets."""
+        """``record_attempts`` for one attempt."""
         ...
 
     async def list_deliveries(self, tenant: str | None, status: str | None, limit: int = 100) -> list[DeliveryRow]: ...

@@ -256,22 +256,28 @@ DELETE FROM webhooks WHERE tenant = $1 AND webhook_id = $2;
 -- the outbox -----------------------------------------------------------------------------
 
 -- name: insert_deliveries
--- Enqueue deliveries, one per array element; they are pending and due at once.
+-- Enqueue deliveries, one per array element; they are pending and due at once, and each
+-- heads its stream unless a pending row of the stream is there already. (The array's stream
+-- keys are distinct: one per target. A delivery of a run is enqueued under the run row's
+-- lock, which record_attempts also takes, so the flag and a head's end never race.)
 -- ($1 delivery ids, $2 target ids, $3 stream keys, $4 urls, then one value for all:
 --  $5 tenant, $6 kind, $7 run_id, $8 sequence, $9 body, $10 final, $11 now)
 INSERT INTO outbox (delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, body, final, status, attempts,
-                    next_attempt_at, last_error, created_at, updated_at)
+                    next_attempt_at, last_error, created_at, updated_at, head)
 SELECT d.delivery_id, $5::text, $6::text, d.target_id, d.stream_key, $7::text, $8::bigint, d.url, $9::bytea, $10::boolean,
-       'pending', 0, $11::text, NULL, $11::text, $11::text
+       'pending', 0, $11::text, NULL, $11::text, $11::text,
+       NOT EXISTS (SELECT 1 FROM outbox p WHERE p.stream_key = d.stream_key AND p.status = 'pending')
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS d(delivery_id, target_id, stream_key, url);
 
 -- name: due_deliveries
 -- Claim for owner $3 for $4 seconds the due ($1 now) pending deliveries that head their
 -- stream and that no live claim holds, at most $2, in one statement: rows another host is
--- claiming right now are skipped (SKIP LOCKED), never waited for.
+-- claiming right now are skipped (SKIP LOCKED), never waited for. Heads are read from the
+-- outbox_due index, so the cost does not grow with the backlog; the NOT EXISTS is one index
+-- probe per candidate, and keeps the order even if a head flag were ever wrong.
 WITH due AS (
     SELECT o.delivery_id FROM outbox o
-    WHERE o.status = 'pending' AND o.next_attempt_at <= $1
+    WHERE o.status = 'pending' AND o.head AND o.next_attempt_at <= $1
       AND (o.claimed_until IS NULL OR o.claimed_until < now())
       AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending' AND p.stream_key = o.stream_key
                       AND (p.sequence, p.delivery_id) < (o.sequence, o.delivery_id))
@@ -289,28 +295,54 @@ SELECT * FROM claimed ORDER BY next_attempt_at, delivery_id;
 
 -- name: next_delivery_at
 -- When the worker must next wake up: the earliest time a stream head becomes due and
--- unclaimed (a claim's lapse is written in the same ISO-8601 form as the other times).
-SELECT MIN(GREATEST(o.next_attempt_at,
-                    COALESCE(to_char(o.claimed_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), '')))
-FROM outbox o
-WHERE o.status = 'pending'
-  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending' AND p.stream_key = o.stream_key
-                  AND (p.sequence, p.delivery_id) < (o.sequence, o.delivery_id));
+-- unclaimed (a claim's lapse is written in the same ISO-8601 form as the other times). Both
+-- halves read an index: unclaimed heads by due time, claims by when they lapse.
+SELECT LEAST(
+    (SELECT o.next_attempt_at FROM outbox o
+     WHERE o.status = 'pending' AND o.head AND (o.claimed_until IS NULL OR o.claimed_until < now())
+     ORDER BY o.next_attempt_at LIMIT 1),
+    (SELECT MIN(GREATEST(o.next_attempt_at, to_char(o.claimed_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
+     FROM outbox o WHERE o.claimed_until >= now() AND o.status = 'pending' AND o.head));
 
--- name: record_attempt
--- The outcome of one attempt, which ends its claim; a final push that is delivered or
--- dead no longer needs its config's credentials, so they are dropped in the same statement.
--- ($1 status, $2 attempts, $3 next_attempt_at, $4 last_error, $5 now, $6 delivery_id)
+-- name: release_claims
+-- A host starting again ($1, its stable name) drops the claims its previous life held.
+UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = $1;
+
+-- name: lock_attempt_runs
+-- Before recording attempts ($1 delivery ids): hold the runs they belong to, ordered, against
+-- a commit that would enqueue behind one of them meanwhile (it updates the run row first), so
+-- that a head's end and the flag of a row enqueued behind it never race.
+SELECT r.run_id FROM runs r
+WHERE r.run_id IN (SELECT o.run_id FROM outbox o WHERE o.delivery_id = ANY($1::text[]))
+ORDER BY r.run_id FOR SHARE OF r;
+
+-- name: record_attempts
+-- The outcomes of many attempts in one statement, which ends their claims; a final push that
+-- is delivered or dead no longer needs its config's credentials, so they are dropped in the
+-- same statement. Returns the streams whose head is done, for promote_heads.
+-- ($1 delivery ids, $2 statuses, $3 attempts, $4 next_attempt_at, $5 last_error, $6 now: arrays)
 WITH attempt AS (
-    UPDATE outbox SET status = $1, attempts = $2, next_attempt_at = $3, last_error = $4, updated_at = $5,
-                      claimed_by = NULL, claimed_until = NULL
-    WHERE delivery_id = $6
-    RETURNING kind, final, stream_key, target_id
+    UPDATE outbox SET status = a.status, attempts = a.attempts, next_attempt_at = a.next_attempt_at,
+                      last_error = a.last_error, updated_at = a.now, claimed_by = NULL, claimed_until = NULL
+    FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[])
+         AS a(delivery_id, status, attempts, next_attempt_at, last_error, now)
+    WHERE outbox.delivery_id = a.delivery_id
+    RETURNING outbox.kind, outbox.final, outbox.stream_key, outbox.target_id, outbox.status IN ('delivered', 'dead') AS done
+), discarded AS (
+    UPDATE push_configs SET token_secret = NULL, auth_secret = NULL
+    FROM attempt
+    WHERE attempt.done AND attempt.kind = 'a2a-push' AND attempt.final
+      AND push_configs.task_id = split_part(attempt.stream_key, ':', 2) AND push_configs.config_id = attempt.target_id
 )
-UPDATE push_configs SET token_secret = NULL, auth_secret = NULL
-FROM attempt
-WHERE $1 IN ('delivered', 'dead') AND attempt.kind = 'a2a-push' AND attempt.final
-  AND push_configs.task_id = split_part(attempt.stream_key, ':', 2) AND push_configs.config_id = attempt.target_id;
+SELECT DISTINCT stream_key FROM attempt WHERE done;
+
+-- name: promote_heads
+-- The oldest pending row of each stream ($1) whose head is done heads it now.
+UPDATE outbox SET head = TRUE
+FROM (SELECT DISTINCT ON (p.stream_key) p.delivery_id FROM outbox p
+      WHERE p.stream_key = ANY($1::text[]) AND p.status = 'pending'
+      ORDER BY p.stream_key, p.sequence, p.delivery_id) AS next_head
+WHERE outbox.delivery_id = next_head.delivery_id AND NOT outbox.head;
 
 -- name: list_deliveries
 -- Deliveries, newest first, optionally of one tenant ($1) and status ($2); $3 limit.
@@ -321,7 +353,11 @@ ORDER BY delivery_id DESC LIMIT $3;
 
 -- name: redeliver
 -- Send a dead delivery ($1) again from the first attempt, now ($3); only within tenant $2 when given.
-UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $3, updated_at = $3, claimed_by = NULL, claimed_until = NULL
+-- It heads its stream unless a pending row heads it already (then, being older, it is
+-- promoted when that one is done).
+UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $3, updated_at = $3, claimed_by = NULL, claimed_until = NULL,
+                  head = NOT EXISTS (SELECT 1 FROM outbox p WHERE p.stream_key = outbox.stream_key AND p.status = 'pending'
+                                     AND p.head AND p.delivery_id <> outbox.delivery_id)
 WHERE delivery_id = $1 AND status = 'dead' AND ($2::text IS NULL OR tenant = $2);
 
 -- name: claim_setting

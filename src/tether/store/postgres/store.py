@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -31,6 +31,7 @@ from tether.store._records import (
     RecordMap,
 )
 from tether.store.base import (
+    Attempt,
     Commit,
     DeliveryRow,
     EventRow,
@@ -341,12 +342,33 @@ class PostgresStore:
         value: str | None = row[0]
         return value
 
+    async def release_claims(self, owner: str) -> None:
+        await self._execute("release_claims", owner)
+
+    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+        """Store many outcomes in one transaction: the runs held against a racing enqueue, one
+        multi-row UPDATE, then the next head of every stream whose head is done."""
+        if not attempts:
+            return
+        ids = [a.delivery_id for a in attempts]
+        async with self._transaction("writing") as conn:
+            await conn.execute(Q["lock_attempt_runs"], ids)
+            done = await conn.fetch(
+                Q["record_attempts"],
+                ids,
+                [a.status for a in attempts],
+                [a.attempts for a in attempts],
+                [a.next_attempt_at for a in attempts],
+                [a.last_error for a in attempts],
+                [a.now for a in attempts],
+            )
+            if done:
+                await conn.execute(Q["promote_heads"], [row[0] for row in done])
+
     async def record_attempt(
         self, delivery_id: str, *, status: str, attempts: int, next_attempt_at: str, last_error: str | None, now: str
     ) -> None:
-        """Store an attempt's outcome and end its claim; a final push that is done
-        discards its config's secrets."""
-        await self._execute("record_attempt", status, attempts, next_attempt_at, last_error, now, delivery_id)
+        await self.record_attempts([Attempt(delivery_id, status, attempts, next_attempt_at, last_error, now)])
 
     async def list_deliveries(self, tenant: str | None, status: str | None, limit: int = 100) -> list[DeliveryRow]:
         return await self._fetch_all(DELIVERY, "list_deliveries", tenant, status, limit)

@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from tether.store import _records
+from tether.store.sqlite._driver import Q
 
 #: rows per statement. Each row count is its own prepared statement, kept in the
 #: connection's cache; at c=256, with 500 rows per statement, those took 37 MB more
@@ -107,3 +110,11 @@ def insert(conn: sqlite3.Connection, commits: list[Rows]) -> None:
                 raise Refused(table) from exc
             if table.every_row and cursor.rowcount != len(chunk):
                 raise Refused(table)
+        if table is OUTBOX and rows:
+            _queue_behind_heads(conn, [row[0] for row in rows])
+
+
+def _queue_behind_heads(conn: sqlite3.Connection, delivery_ids: list[str]) -> None:
+    """New deliveries head their stream (the column's default) unless an older pending row of
+    the stream is there, maybe from this very batch: then they wait behind it."""
+    conn.execute(Q["enqueued_behind"], (orjson.dumps(delivery_ids).decode(),))

@@ -121,25 +121,57 @@ SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, create
 DELETE FROM webhooks WHERE tenant = ? AND webhook_id = ?;
 
 -- name: due_deliveries
--- Due pending deliveries that head their stream.
+-- Due pending deliveries that head their stream (read from the outbox_due index, so the cost
+-- does not grow with the backlog), but for those this host is sending (?2: a JSON array of
+-- delivery ids); at most ?3, by due time.
 SELECT o.delivery_id, o.tenant, o.kind, o.target_id, o.stream_key, o.run_id, o.sequence, o.url, o.body, o.final, o.status,
        o.attempts, o.next_attempt_at, o.last_error, o.created_at, o.updated_at
 FROM outbox o
-WHERE o.status = 'pending' AND o.next_attempt_at <= ?
-  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending' AND p.stream_key = o.stream_key
-                  AND (p.sequence < o.sequence OR (p.sequence = o.sequence AND p.delivery_id < o.delivery_id)))
-ORDER BY o.next_attempt_at, o.delivery_id LIMIT ?;
+WHERE o.status = 'pending' AND o.head = 1 AND o.next_attempt_at <= ?1
+  AND o.delivery_id NOT IN (SELECT value FROM json_each(?2))
+ORDER BY o.next_attempt_at, o.delivery_id LIMIT ?3;
 
 -- name: next_delivery_at
--- When the worker must next wake up: the earliest due time of a stream head.
-SELECT MIN(o.next_attempt_at) FROM outbox o
-WHERE o.status = 'pending'
-  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending' AND p.stream_key = o.stream_key
-                  AND (p.sequence < o.sequence OR (p.sequence = o.sequence AND p.delivery_id < o.delivery_id)));
+-- When the worker must next wake up: the earliest due time of a stream head this host is not
+-- sending already (?1: a JSON array of delivery ids).
+SELECT o.next_attempt_at FROM outbox o
+WHERE o.status = 'pending' AND o.head = 1 AND o.delivery_id NOT IN (SELECT value FROM json_each(?1))
+ORDER BY o.next_attempt_at, o.delivery_id LIMIT 1;
 
 -- name: record_attempt
--- The outcome of one attempt.
+-- The outcome of one attempt (the triggers of migration 0007 move the stream's head on).
 UPDATE outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ?, updated_at = ? WHERE delivery_id = ?;
+
+-- name: enqueued_behind
+-- Deliveries just enqueued (?1: a JSON array of ids) wait behind an older pending row of their
+-- stream, if there is one (rows of one batch among them).
+UPDATE outbox SET head = 0
+WHERE delivery_id IN (SELECT value FROM json_each(?1))
+  AND EXISTS (SELECT 1 FROM outbox p WHERE p.stream_key = outbox.stream_key AND p.status = 'pending'
+              AND (p.sequence, p.delivery_id) < (outbox.sequence, outbox.delivery_id));
+
+-- name: promote_heads
+-- Of the deliveries just recorded (?1: a JSON array of ids), those that are done (delivered or
+-- dead) hand their stream to its oldest pending row.
+UPDATE outbox SET head = 1
+WHERE delivery_id IN (
+    SELECT (SELECT p.delivery_id FROM outbox p WHERE p.stream_key = d.stream_key AND p.status = 'pending'
+            ORDER BY p.sequence, p.delivery_id LIMIT 1)
+    FROM outbox d WHERE d.delivery_id IN (SELECT value FROM json_each(?1)) AND d.status IN ('delivered', 'dead'));
+
+-- name: redelivered_head
+-- A dead delivery sent again (?1) heads its stream unless a pending row heads it already (then,
+-- being older, it is promoted when that one is done).
+UPDATE outbox SET head = NOT EXISTS (SELECT 1 FROM outbox p WHERE p.stream_key = outbox.stream_key
+                                     AND p.status = 'pending' AND p.head = 1 AND p.delivery_id <> outbox.delivery_id)
+WHERE delivery_id = ?1;
+
+-- name: final_pushes_done
+-- Of the deliveries just recorded (?1: a JSON array of ids), the final pushes that are
+-- delivered or dead: their configs' credentials are no longer needed.
+SELECT stream_key, target_id FROM outbox
+WHERE delivery_id IN (SELECT value FROM json_each(?1))
+  AND kind = 'a2a-push' AND final = 1 AND status IN ('delivered', 'dead');
 
 -- name: get_delivery
 -- One delivery.

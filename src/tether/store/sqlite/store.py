@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -24,6 +24,7 @@ from tether.errors import Conflict, StoreUnavailable
 from tether.store._records import DELIVERY, EVENT, IDEMPOTENCY, KEY, PUSH_CONFIG, RUN, TASK, WEBHOOK, WORKFLOW
 from tether.store._task_cache import TaskCache, TaskEntry
 from tether.store.base import (
+    Attempt,
     Commit,
     DeliveryRow,
     EventRow,
@@ -38,6 +39,7 @@ from tether.store.base import (
 )
 from tether.store.fanout import push_stream_task
 from tether.store.sqlite import _inserts
+from tether.store.sqlite._claims import Claims
 from tether.store.sqlite._commit import CommitJob, Webhooks
 from tether.store.sqlite._driver import Q, connect, fetch_all, fetch_one, later_iso, now_iso
 from tether.store.sqlite._host import StoreInUse, lock_host, unlock_host
@@ -77,6 +79,8 @@ class SqliteStore:
         self._webhooks: Webhooks = {}
         self._writer = Writer(on_rollback=self._webhooks.clear)
         self._host_lock: int | None = None
+        #: the deliveries this process is sending (one host per file: memory is where claims live)
+        self._claims = Claims()
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r}, state={self._state})"
@@ -354,28 +358,44 @@ class SqliteStore:
     async def due_deliveries(
         self, now: str, limit: int, *, owner: str = "local", claim_seconds: float = 60.0
     ) -> list[DeliveryRow]:
-        return await self._read(lambda conn: fetch_all(conn, DELIVERY, Q["due_deliveries"], (now, limit)))
+        """Due stream heads, claimed in this process's memory: one host serves the file, and a
+        SIGKILL, which loses the claims, also ends every attempt they stood for."""
+        held = self._claims.held()
+        rows = await self._read(lambda conn: fetch_all(conn, DELIVERY, Q["due_deliveries"], (now, held, limit)))
+        self._claims.take([row.delivery_id for row in rows], claim_seconds)
+        return rows
 
     async def next_delivery_at(self) -> str | None:
+        held = self._claims.held()
+
         def read(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute(Q["next_delivery_at"]).fetchone()
-            return None if row is None else row[0]
+            row = conn.execute(Q["next_delivery_at"], (held,)).fetchone()
+            return None if row is None else str(row[0])
 
         return await self._read(read)
+
+    async def release_claims(self, owner: str) -> None:
+        """Nothing outlives this process's claims: they are in its memory."""
+
+    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+        """Store many outcomes in one job of the group-commit writer, moving each finished
+        stream's head on."""
+        rows = [(a.status, a.attempts, a.next_attempt_at, a.last_error, a.now, a.delivery_id) for a in attempts]
+        ids = orjson.dumps([a.delivery_id for a in attempts]).decode()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.executemany(Q["record_attempt"], rows)
+            conn.execute(Q["promote_heads"], (ids,))
+            done = conn.execute(Q["final_pushes_done"], (ids,)).fetchall()
+            conn.executemany(Q["discard_push_secrets"], [(push_stream_task(key), target) for key, target in done])
+
+        await self._write(write)
+        self._claims.release(a.delivery_id for a in attempts)
 
     async def record_attempt(
         self, delivery_id: str, *, status: str, attempts: int, next_attempt_at: str, last_error: str | None, now: str
     ) -> None:
-        """Store an attempt's outcome; a final push that is done discards its config's secrets."""
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(Q["record_attempt"], (status, attempts, next_attempt_at, last_error, now, delivery_id))
-            if status in ("delivered", "dead"):
-                row = fetch_one(conn, DELIVERY, Q["get_delivery"], (delivery_id,))
-                if row is not None and row.kind == "a2a-push" and row.final:
-                    conn.execute(Q["discard_push_secrets"], (push_stream_task(row.stream_key), row.target_id))
-
-        await self._write(write)
+        await self.record_attempts([Attempt(delivery_id, status, attempts, next_attempt_at, last_error, now)])
 
     async def list_deliveries(self, tenant: str | None, status: str | None, limit: int = 100) -> list[DeliveryRow]:
         clauses, params = [], []
@@ -395,6 +415,7 @@ class SqliteStore:
             if row is None or row.status != "dead" or (tenant is not None and row.tenant != tenant):
                 return False
             conn.execute(Q["record_attempt"], ("pending", 0, now, row.last_error, now, delivery_id))
+            conn.execute(Q["redelivered_head"], (delivery_id,))
             return True
 
         return await self._write(write)

@@ -1,0 +1,112 @@
+"""Per-destination limits of the outbox: how many sends at once, and when to back off.
+
+A destination is a receiver's host and port (the unit the egress transport pools
+connections by). Each one gets its own slots and its own backoff, so a slow or dead
+receiver holds only its own slots while every other destination keeps sending: with one
+shared semaphore, a receiver that took 10 s to time out held the whole outbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import urlsplit
+
+__all__ = ["Destination", "Destinations"]
+
+#: the first pause after a destination failed, and the longest
+_FIRST_PAUSE = 0.5
+_MAX_PAUSE = 30.0
+#: how long a delivery is put off when its destination has a full queue already, at first and at most
+_FIRST_DEFERRAL = 0.1
+_MAX_DEFERRAL = 60.0
+
+
+class Destination:
+    """One receiver's slots, queue and backoff (event-loop only, no locks)."""
+
+    __slots__ = (
+        "_deferral",
+        "_deferred_at",
+        "_done",
+        "_rate",
+        "_window",
+        "failures",
+        "key",
+        "load",
+        "paused_until",
+        "put_off",
+        "queue_limit",
+        "slots",
+    )
+
+    def __init__(self, key: str, concurrency: int) -> None:
+        self.key = key
+        self.slots = asyncio.Semaphore(concurrency)
+        #: deliveries handed to this destination and not finished (sending or waiting for a slot)
+        self.load = 0
+        #: past this load, more deliveries are put off instead of queued in memory
+        self.queue_limit = 4 * concurrency
+        self.failures = 0
+        self.paused_until = 0.0
+        self._deferral = _FIRST_DEFERRAL
+        self._deferred_at = 0.0
+        #: deliveries put off since the queue last had room (their place in the line)
+        self.put_off = 0
+        #: completions per second, measured over about a second
+        self._rate = 0.0
+        self._window = 0.0
+        self._done = 0
+
+    def busy_until(self, now: float) -> float | None:
+        """When to try a new delivery to this destination again, or None to send it now.
+
+        A paused destination (it failed lately) is tried again when its pause ends; a full
+        one when its queue has likely moved on. The wait for a full one doubles each second
+        it stays full, so a deep backlog of a slow receiver is not read and put off again
+        on every pass.
+        """
+        if self.paused_until > now:
+            return self.paused_until
+        if self.load < self.queue_limit:
+            self.put_off = 0
+            return None
+        self.put_off += 1
+        if self._rate > 0 and now - self._window < 2.0:
+            # a busy but moving receiver: come back about when the queue ahead has gone out
+            return now + min(max((self.load + self.put_off) / self._rate, 0.05), _MAX_DEFERRAL)
+        if now - self._deferred_at >= 1.0:
+            if self._deferred_at:
+                self._deferral = min(self._deferral * 2, _MAX_DEFERRAL)
+            self._deferred_at = now
+        return now + self._deferral
+
+    def succeeded(self, now: float) -> None:
+        self._done += 1
+        if now - self._window >= 1.0:
+            self._rate = self._done / max(now - self._window, 1e-3) if self._window else 0.0
+            self._window, self._done = now, 0
+        self.failures = 0
+        self.paused_until = 0.0
+        if self.load < self.queue_limit // 2:
+            self._deferral, self._deferred_at = _FIRST_DEFERRAL, 0.0
+
+    def failed(self, now: float) -> None:
+        """The receiver did not answer, or answered 429/5xx: pause it, longer each time in a row."""
+        self.failures += 1
+        pause = min(_FIRST_PAUSE * 2 ** (self.failures - 1), _MAX_PAUSE)
+        self.paused_until = max(self.paused_until, now + pause)
+
+
+class Destinations:
+    """Destination state by key, made on first use."""
+
+    def __init__(self, concurrency: int) -> None:
+        self._concurrency = concurrency
+        self._by_key: dict[str, Destination] = {}
+
+    def of(self, url: str) -> Destination:
+        key = urlsplit(url).netloc.lower()
+        found = self._by_key.get(key)
+        if found is None:
+            found = self._by_key[key] = Destination(key, self._concurrency)
+        return found
