@@ -7,7 +7,6 @@ Every 1.0 answer here also goes through the outside oracle (``proto_oracle``: a2
 
 from __future__ import annotations
 
-import itertools
 import json
 import secrets
 import uuid
@@ -16,51 +15,8 @@ from typing import Any
 import httpx
 import pytest
 from a2a_wire import RPC, check_response, message, send
+from a2a_wire10 import answer10, ids, post10, result10, user10
 from proto_oracle import validate_v10
-
-_ids = itertools.count(1)
-
-
-def user10(text: str, *, skill: str | None = None) -> dict[str, Any]:
-    """A 1.0 ROLE_USER message (ProtoJSON: member-discriminated parts, no ``kind``)."""
-    doc: dict[str, Any] = {"messageId": f"v10-{uuid.uuid4()}", "role": "ROLE_USER", "parts": [{"text": text}]}
-    if skill is not None:
-        doc["metadata"] = {"skillId": skill}
-    return doc
-
-
-def post10(
-    http: httpx.Client,
-    method: str,
-    params: Any,
-    *,
-    version: str | None = "1.0",
-    query: str | None = None,
-    request_id: int | None = None,
-) -> httpx.Response:
-    """One JSON-RPC call with ``A2A-Version: version`` (None: no header; ``query``: as a query parameter)."""
-    headers = {"A2A-Version": version} if version is not None else {}
-    url = RPC if query is None else f"{RPC}?A2A-Version={query}"
-    body = {"jsonrpc": "2.0", "id": request_id if request_id is not None else next(_ids), "method": method}
-    if params is not None:
-        body["params"] = params
-    response = http.post(url, json=body, headers=headers)
-    assert response.status_code == 200, response.text
-    return response
-
-
-def answer10(response: httpx.Response, method: str) -> dict[str, Any]:
-    """A 1.0 answer, checked whole by the oracle (envelope, result type or error details)."""
-    assert response.headers["A2A-Version"] == "1.0", "the answer names the version that answered"
-    body: dict[str, Any] = response.json()
-    validate_v10(f"JsonRpc:{method}", body)
-    return body
-
-
-def result10(http: httpx.Client, method: str, params: Any, **kwargs: Any) -> Any:
-    body = answer10(post10(http, method, params, **kwargs), method)
-    assert "error" not in body, body
-    return body["result"]
 
 
 def version_refusal(response: httpx.Response, requested: str) -> None:
@@ -107,7 +63,7 @@ def test_1_0_is_selected_by_header_or_query(http: httpx.Client, header: str | No
 
 @pytest.mark.parametrize("requested", ["2.0", "99.0", "garbage", "0.2"])
 def test_unserved_versions_are_refused_with_error_info(http: httpx.Client, requested: str) -> None:
-    request_id = next(_ids)
+    request_id = next(ids)
     response = post10(http, "SendMessage", {"message": user10("x")}, version=requested, request_id=request_id)
     version_refusal(response, requested)
     assert response.json()["id"] == request_id
