@@ -11,12 +11,14 @@ empty tenant or the key's own is served, and any other is refused (a task lookup
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tether.a2a import v10
 from tether.a2a.calls import Call, Method, Methods, Stream, message_scope
 from tether.a2a.card import strict_v10
-from tether.a2a.jsonrpc import InvalidParams, TaskNotFound, UnsupportedOperation, clip, quote
+from tether.a2a.jsonrpc import InvalidParams, RpcError, TaskNotFound, UnsupportedOperation, clip, quote
 from tether.a2a.params import parse_params
 from tether.a2a.projection import TERMINAL, task, task_state
 from tether.a2a.service import A2AService, SendRequest, TaskQuery, page_token, parse_page_token
@@ -77,6 +79,20 @@ def _const(scope: str | None) -> Any:
     return lambda _params: scope
 
 
+def _states_named(run: Callable[[Call], Awaitable[Any]]) -> Callable[[Call], Awaitable[Any]]:
+    """``run``, its refusals naming a task state the 1.0 way (``TASK_STATE_COMPLETED``, not ``completed``)."""
+
+    async def named(call: Call) -> Any:
+        try:
+            return await run(call)
+        except RpcError as error:
+            if isinstance(error.data, dict) and error.data.get("state") in v10.STATE_NAMES:
+                error.data = {**error.data, "state": v10.STATE_NAMES[error.data["state"]]}
+            raise
+
+    return named
+
+
 class Current:
     """The 1.0 methods of one host (it keeps the 1.0 encodings of tasks and stream events)."""
 
@@ -85,7 +101,7 @@ class Current:
         self.encoded = EncodedTasks(v10.task)
         self.projections = StreamProjections(v10.frame_task, v10.event)
         self._card = legacy_card
-        self.methods: Methods = {
+        methods: dict[str, Method] = {
             "SendMessage": Method(self.send, message_scope, check=_send_request),
             "SendStreamingMessage": Method(self.stream, message_scope, streaming=True, check=_send_request),
             "GetTask": Method(self.get, _const("runs:read"), check=lambda p: parse_params(v10.GetTaskRequest, p)),
@@ -105,6 +121,9 @@ class Current:
                 self.delete_push, _const("runs:create"), check=lambda p: parse_params(v10.PushConfigRequest, p)
             ),
             "GetExtendedAgentCard": Method(self.extended_card, _const(None)),
+        }
+        self.methods: Methods = {
+            name: dataclasses.replace(method, run=_states_named(method.run)) for name, method in methods.items()
         }
 
     @staticmethod
