@@ -206,7 +206,10 @@ class OutboxWorker:
             if self.fallback is not None:
                 timeout = self.fallback if timeout is None else min(timeout, self.fallback)
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that lands as
+                # the wake-up does (the recorder sets it often), and then the worker never stops
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 
