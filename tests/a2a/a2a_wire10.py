@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,16 +50,18 @@ def post10(
     return response
 
 
-def answer10(response: httpx.Response, method: str) -> dict[str, Any]:
-    """A 1.0 answer, checked whole by the oracle (envelope, result type or error details)."""
-    assert response.headers["A2A-Version"] == "1.0", "the answer names the version that answered"
+def answer10(response: httpx.Response, method: str, version: str = "1.0") -> dict[str, Any]:
+    """A 1.0 (or 1.1) answer, checked whole by the oracle (envelope, result type or error details)."""
+    assert response.headers["A2A-Version"] == version, "the answer names the version that answered"
     body: dict[str, Any] = response.json()
-    validate_v10(f"JsonRpc:{method}", body)
+    validate_v10(f"JsonRpc:{method}", without_generations(body))
     return body
 
 
 def result10(http: httpx.Client, method: str, params: Any, **kwargs: Any) -> Any:
-    body = answer10(post10(http, method, params, **kwargs), method)
+    """The checked result of one call (``version=`` and ``query=`` as :func:`post10` takes them)."""
+    asked = kwargs.get("version") or "1.0"
+    body = answer10(post10(http, method, params, **kwargs), method, ".".join(asked.split(".")[:2]))
     assert "error" not in body, body
     return body["result"]
 
@@ -93,10 +95,14 @@ class Frame10:
         return found
 
 
-def stream10(http: httpx.Client, method: str, params: Any, *, headers: dict[str, str] | None = None) -> list[Frame10]:
-    """Every frame of a 1.0 stream until the host closes it, each checked by the oracle."""
+def iter_stream10(
+    http: httpx.Client, method: str, params: Any, *, headers: dict[str, str] | None = None
+) -> Iterator[Frame10]:
+    """The frames of a 1.0 stream as they arrive, each checked by the oracle; leaving the loop drops it.
+
+    The oracle knows 1.0 only: a 1.1 frame is checked with its draft ``generation`` set aside.
+    """
     body = {"jsonrpc": "2.0", "id": next(ids), "method": method, "params": params}
-    frames: list[Frame10] = []
     with http.stream("POST", RPC, json=body, headers={"A2A-Version": "1.0", **(headers or {})}) as response:
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream"), response.read()
@@ -106,15 +112,40 @@ def stream10(http: httpx.Client, method: str, params: Any, *, headers: dict[str,
             if line == "":
                 if data:
                     event = json.loads("\n".join(data))
-                    validate_v10(f"JsonRpcStream:{method}", event)
+                    validate_v10(f"JsonRpcStream:{method}", without_generations(event))
                     assert "result" in event, event
-                    frames.append(Frame10(sse_id, event["result"]))
+                    yield Frame10(sse_id, event["result"])
                 sse_id, data = None, []
             elif line.startswith("id:"):
                 sse_id = int(line[3:].strip())
             elif line.startswith("data:"):
                 data.append(line[5:].strip())
+
+
+def stream10(
+    http: httpx.Client,
+    method: str,
+    params: Any,
+    *,
+    headers: dict[str, str] | None = None,
+    until: Callable[[list[Frame10]], bool] | None = None,
+) -> list[Frame10]:
+    """Every frame of a 1.0 stream until the host closes it, or until ``until`` holds."""
+    frames: list[Frame10] = []
+    for frame in iter_stream10(http, method, params, headers=headers):
+        frames.append(frame)
+        if until is not None and until(frames):
+            break
     return frames
+
+
+def without_generations(doc: Any) -> Any:
+    """``doc`` with every draft ``generation`` field left out (what a 1.0 validator may check)."""
+    if isinstance(doc, dict):
+        return {k: without_generations(v) for k, v in doc.items() if k != "generation"}
+    if isinstance(doc, list):
+        return [without_generations(v) for v in doc]
+    return doc
 
 
 def frames10(frames: list[Frame10]) -> Iterator[tuple[str, str | None]]:

@@ -28,7 +28,7 @@ def version_refusal(response: httpx.Response, requested: str) -> None:
     assert info["@type"] == "type.googleapis.com/google.rpc.ErrorInfo"
     assert info["reason"] == "VERSION_NOT_SUPPORTED" and info["domain"] == "a2a-protocol.org"
     assert info["metadata"]["requestedVersion"] == requested
-    assert set(info["metadata"]["supportedVersions"].split(",")) == {"1.0", "0.3"}
+    assert set(info["metadata"]["supportedVersions"].split(",")) == {"1.0", "0.3", "1.1"}
 
 
 def test_no_header_is_0_3(http: httpx.Client) -> None:

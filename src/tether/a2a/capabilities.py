@@ -50,6 +50,13 @@ class A2ACapabilities:
     extended_card: bool = True
     #: the versions served on the JSON-RPC endpoint, most preferred first
     versions: tuple[Version, ...] = SUPPORTED
+    #: draft versions served to callers that ask for them by name, advertised nowhere
+    draft_versions: tuple[Version, ...] = (Version.V1_1,)
+
+    @property
+    def accepted(self) -> tuple[Version, ...]:
+        """Every version a request may ask for: the advertised ones, then the drafts."""
+        return self.versions + self.draft_versions
 
     @property
     def protocol_versions(self) -> tuple[str, ...]:

@@ -35,6 +35,7 @@ from starlette.types import Message, Receive, Scope, Send
 from tether.a2a import rest10
 from tether.a2a.calls import A2A_SCOPES, Call, Methods, Stream
 from tether.a2a.capabilities import REST_PATH, RPC_PATH
+from tether.a2a.generations import Generations
 from tether.a2a.jsonrpc import (
     InternalError,
     MethodNotFound,
@@ -186,7 +187,7 @@ class RpcEndpoint:
             await self._rest(scope, receive, send, a2a, head, body)
             return
         try:
-            version = negotiate(head.version, _query_version(scope), a2a.capabilities.versions)
+            version = negotiate(head.version, _query_version(scope), a2a.capabilities.accepted)
         except VersionNotSupported as refused:
             await self._send(send, head.trace, 200, _version_refusal(body, refused))
             return
@@ -210,18 +211,19 @@ class RpcEndpoint:
     ) -> None:
         """One request of the 1.0 HTTP+JSON binding: a route, its method, a bare answer or a stream."""
         verb = scope["method"]
-        stamp = (b"a2a-version", Version.V1_0.value.encode())
         media = (b"content-type", rest10.MEDIA_TYPE.encode())
         try:
-            version = negotiate(head.version, _query_version(scope), a2a.capabilities.versions)
+            version = negotiate(head.version, _query_version(scope), a2a.capabilities.accepted)
             if version.is_legacy:
-                raise VersionNotSupported(head.version or "0.3 (no A2A-Version)", (Version.V1_0,))
+                served = tuple(v for v in a2a.capabilities.accepted if not v.is_legacy)
+                raise VersionNotSupported(head.version or "0.3 (no A2A-Version)", served)
         except VersionNotSupported as refused:
             error = _version_error(refused, "this HTTP+JSON binding serves A2A 1.0 only: send A2A-Version: 1.0")
             status, answer, extra = rest10.status_error(error)
             await self._send(send, head.trace, status, answer, extra=[media, *extra])
             return
-        methods = self._codecs(a2a)[Version.V1_0]
+        stamp = (b"a2a-version", version.value.encode())
+        methods = self._codecs(a2a)[version]
         try:
             routed = rest10.match(verb, scope["path"][len(REST_PATH) :])
             principal = await _principal(a2a, head.authorization)
@@ -330,7 +332,8 @@ class RpcEndpoint:
             service = A2AService(a2a)
             legacy = Legacy(service)
             current = Current(service, legacy.extended_card)
-            self._tables = {Version.V0_3: legacy.methods, Version.V1_0: current.methods}
+            draft = Current(service, legacy.extended_card, Generations(a2a.store))
+            self._tables = {Version.V0_3: legacy.methods, Version.V1_0: current.methods, Version.V1_1: draft.methods}
         return self._tables
 
     async def _answer(

@@ -11,6 +11,7 @@ empty tenant or the key's own is served, and any other is refused (a task lookup
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,18 +19,29 @@ from typing import Any
 from tether.a2a import v10
 from tether.a2a.calls import Call, Method, Methods, Stream, message_scope
 from tether.a2a.card import strict_v10
-from tether.a2a.jsonrpc import InvalidParams, RpcError, TaskNotFound, UnsupportedOperation, clip, quote
+from tether.a2a.generations import Generations
+from tether.a2a.jsonrpc import (
+    InvalidParams,
+    RpcError,
+    TaskGenerationMismatch,
+    TaskNotFound,
+    UnsupportedOperation,
+    clip,
+    quote,
+)
 from tether.a2a.params import parse_params
 from tether.a2a.projection import TERMINAL, task, task_state
 from tether.a2a.service import A2AService, SendRequest, TaskQuery, page_token, parse_page_token
 from tether.a2a.streams import StreamProjections, parse_after
-from tether.a2a.tasks import EncodedTasks
+from tether.a2a.tasks import EncodedTasks, LiveTask
 from tether.a2a.versions import Version
-from tether.store.base import PushConfigRow
+from tether.store.base import PushConfigRow, RunRow
 
 __all__ = ["Current", "push_view"]
 
 VERSION = Version.V1_0.value
+#: the longest a 1.1 ``GetTask`` with ``currentGeneration`` holds its answer
+LONG_POLL_SECONDS = 30.0
 
 
 def _foreign_tenant(call: Call, tenant: str | None) -> bool:
@@ -79,6 +91,10 @@ def _const(scope: str | None) -> Any:
     return lambda _params: scope
 
 
+def _moved_past(sequence: int) -> Callable[[RunRow], bool]:
+    return lambda row: row.last_sequence > sequence
+
+
 def _states_named(run: Callable[[Call], Awaitable[Any]]) -> Callable[[Call], Awaitable[Any]]:
     """``run``, its refusals naming a task state the 1.0 way (``TASK_STATE_COMPLETED``, not ``completed``)."""
 
@@ -94,12 +110,18 @@ def _states_named(run: Callable[[Call], Awaitable[Any]]) -> Callable[[Call], Awa
 
 
 class Current:
-    """The 1.0 methods of one host (it keeps the 1.0 encodings of tasks and stream events)."""
+    """The 1.0 methods of one host (it keeps the 1.0 encodings of tasks and stream events).
 
-    def __init__(self, service: A2AService, legacy_card: Any) -> None:
+    With ``generations``, the same methods speak 1.1, the dev-1.1 draft: every Task and
+    update carries its ``generation``, ``GetTask`` honours ``currentGeneration`` as a
+    long-poll, and a follow-up's ``ifGenerationMatch`` must match.
+    """
+
+    def __init__(self, service: A2AService, legacy_card: Any, generations: Generations | None = None) -> None:
         self.service = service
+        self.generations = generations
         self.encoded = EncodedTasks(v10.task)
-        self.projections = StreamProjections(v10.frame_task, v10.event)
+        self.projections = StreamProjections(v10.frame_task, v10.event, generations)
         self._card = legacy_card
         methods: dict[str, Method] = {
             "SendMessage": Method(self.send, message_scope, check=_send_request),
@@ -130,15 +152,39 @@ class Current:
     def _task_id(raw: dict[str, Any]) -> v10.TaskIdRequest:
         return parse_params(v10.TaskIdRequest, raw)
 
+    async def _generation(self, row: RunRow) -> int | None:
+        return await self.generations.at(row) if self.generations is not None else None
+
+    async def _check_generation(self, call: Call, request: SendRequest) -> None:
+        """1.1: a follow-up whose ``ifGenerationMatch`` is not the task's generation changes nothing (-32010).
+
+        Ignored on a message that starts a task, as the draft says. The check reads the
+        generation just before the send; a change that lands in between is not caught.
+        """
+        expected = v10.generation_of(call.params, "configuration", "ifGenerationMatch")
+        task_id = request.message.taskId
+        if self.generations is None or expected is None or task_id is None:
+            return
+        live = await self.service.get(call.principal, task_id, history=False)
+        current = await self.generations.at(live.run)
+        if current != expected:
+            raise TaskGenerationMismatch(
+                f"task {quote(task_id)} is at generation {current}, not {expected}: read it again and decide anew",
+                data={"taskId": clip(task_id), "expectedGeneration": str(expected), "currentGeneration": str(current)},
+            )
+
     async def send(self, call: Call) -> dict[str, Any]:
         _check_tenant(call, call.params.get("tenant"))
         request = _send_request(call.params)
+        await self._check_generation(call, request)
         sent = await self.service.send(call.principal, request)
-        return {"task": v10.task(task(sent.run, sent.context_id, sent.history, request.history_length))}
+        doc = task(sent.run, sent.context_id, sent.history, request.history_length)
+        return {"task": v10.task(doc, await self._generation(sent.run))}
 
     async def stream(self, call: Call) -> Stream:
         _check_tenant(call, call.params.get("tenant"))
         request = _send_request(call.params)
+        await self._check_generation(call, request)
         return Stream(await self.service.stream(call.principal, request, self.projections))
 
     async def get(self, call: Call) -> Any:
@@ -147,7 +193,29 @@ class Current:
             raise _unknown(params.id)
         length = v10.history_length(params.history_length)
         live = await self.service.get(call.principal, params.id, history=length != 0)
-        return self.encoded.encode(live, length)
+        if self.generations is None:
+            return self.encoded.encode(live, length)
+        generation = await self.generations.at(live.run)
+        known = v10.generation_of(call.params, "currentGeneration")
+        if known is not None and generation <= known:
+            live, generation = await self._past(call, live, known, history=length != 0)
+        return self.encoded.encode(live, length, generation)
+
+    async def _past(self, call: Call, live: LiveTask, known: int, *, history: bool) -> tuple[LiveTask, int]:
+        """1.1 long-poll: the task once its generation passes ``known``, or as it is when the wait runs out."""
+        assert self.generations is not None
+        a2a = self.service.a2a
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(a2a.settings.a2a_request_timeout, LONG_POLL_SECONDS)
+        generation = await self.generations.at(live.run)
+        while generation <= known and not live.run.is_terminal:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            await a2a.engine.wait_for(live.run.run_id, _moved_past(live.run.last_sequence), remaining)
+            live = await self.service.get(call.principal, live.run.run_id, history=history)
+            generation = await self.generations.at(live.run)
+        return live, generation
 
     async def list(self, call: Call) -> dict[str, Any]:
         params = parse_params(v10.ListTasksRequest, call.params)
@@ -167,9 +235,12 @@ class Current:
             after=parse_page_token(params.page_token),
         )
         page = await self.service.list_tasks(call.principal, query, history=length != 0)
+        artifacts = bool(params.include_artifacts)
         tasks = [
             v10.task(
-                task(t.run, t.context_id, t.history or [], length), include_artifacts=bool(params.include_artifacts)
+                task(t.run, t.context_id, t.history or [], length),
+                await self._generation(t.run),
+                include_artifacts=artifacts,
             )
             for t in page.tasks
         ]
@@ -180,22 +251,23 @@ class Current:
         if _foreign_tenant(call, params.tenant):
             raise _unknown(params.id)
         done = await self.service.cancel(call.principal, params.id)
-        return v10.task(task(done.run, done.context_id, done.history))
+        return v10.task(task(done.run, done.context_id, done.history), await self._generation(done.run))
 
     async def subscribe(self, call: Call) -> Stream:
-        """The current Task first, then its updates until it ends; a task that ended is refused (-32004)."""
+        """The current Task first, then its updates until it ends; or, after ``Last-Event-ID``, exactly the
+        updates after that event. A task that ended with nothing left to replay is refused (-32004)."""
         params = self._task_id(call.params)
         if _foreign_tenant(call, params.tenant):
             raise _unknown(params.id)
         live = await self.service.get(call.principal, params.id, history=False)
+        after = parse_after(call.last_event_id, None, live.run)
         state = task_state(live.run.status)
-        if state in TERMINAL:
+        if state in TERMINAL and (after is None or after == live.run.last_sequence):
             raise UnsupportedOperation(
                 f"task {quote(params.id)} is {v10.STATE_NAMES[state]}: a task that ended has no updates to "
                 "subscribe to; read it with GetTask",
                 data={"taskId": clip(params.id), "state": v10.STATE_NAMES[state]},
             )
-        after = parse_after(call.last_event_id, None, live.run)
         return Stream(await self.service.subscribe(live, after, self.projections))
 
     async def create_push(self, call: Call) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from tether.a2a.generations import Generations, fold
 from tether.a2a.jsonrpc import (
     InternalError,
     InvalidParams,
@@ -38,11 +39,11 @@ from tether.a2a.projection import (
     updates,
 )
 from tether.a2a.surface import A2ASurface
-from tether.engine.state import apply, initial_snapshot
+from tether.engine.state import apply
 from tether.errors import TetherError
 from tether.ids import new_id
 from tether.run_state import RunSnapshot
-from tether.store.base import RunRow, Store
+from tether.store.base import RunRow
 
 __all__ = [
     "Frame",
@@ -62,11 +63,12 @@ log = logging.getLogger("tether.a2a")
 #: (A2A event, SSE id) — a None event is a keep-alive; the id is set on the last frame of a run event.
 #: An event may come encoded already (shared by every stream of its run).
 Frame = tuple[dict[str, Any] | orjson.Fragment | None, int | None]
-#: a canonical (0.3-shaped) Task or update, as one version's stream frame
-Render = Callable[[dict[str, Any]], dict[str, Any]]
+#: a canonical (0.3-shaped) Task or update as one version's stream frame, given its generation
+#: (None where the version has no generations)
+Render = Callable[[dict[str, Any], int | None], dict[str, Any]]
 
 
-def _as_is(doc: dict[str, Any]) -> dict[str, Any]:
+def _as_is(doc: dict[str, Any], generation: int | None) -> dict[str, Any]:
     return doc
 
 
@@ -102,20 +104,8 @@ def parse_after(header: str | None, metadata: dict[str, Any] | None, row: RunRow
     return raw
 
 
-async def _snapshot_at(store: Store, row: RunRow, sequence: int) -> RunSnapshot:
-    """The run's snapshot as it was right after ``sequence``, folded from the log."""
-    state = initial_snapshot(row.run_id, row.workflow_id, row.created_at)
-    last = -1
-    while last < sequence:
-        events = await store.read_events(row.run_id, last, _PAGE)
-        for event in events:
-            if event.sequence > sequence:
-                return state
-            apply(state, event.doc)
-            last = event.sequence
-        if len(events) < _PAGE:
-            break
-    return state
+def _after(generation: int | None, steps: int) -> int | None:
+    return None if generation is None else generation + steps
 
 
 class StreamProjections:
@@ -128,10 +118,18 @@ class StreamProjections:
     kept copies it first.
     """
 
-    def __init__(self, render_task: Render = _as_is, render_event: Render = _as_is, capacity: int = 1024) -> None:
+    def __init__(
+        self,
+        render_task: Render = _as_is,
+        render_event: Render = _as_is,
+        generations: Generations | None = None,
+        capacity: int = 1024,
+    ) -> None:
         #: one version's frames: the Task a stream starts with, and each update
         self.render_task = render_task
         self.render_event = render_event
+        #: set for a version whose frames carry task generations
+        self.generations = generations
         self.capacity = capacity
         self._kept: OrderedDict[tuple[str, int, bool], tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot]] = (
             OrderedDict()
@@ -149,9 +147,19 @@ class StreamProjections:
         final_on_input_required: bool,
         produced: list[dict[str, Any]],
         state: RunSnapshot,
+        generation: int | None,
     ) -> tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot]:
+        """Encode what one run event produced; ``generation`` is the task's before it (None: untracked)."""
         kept = (
-            [(bool(item.get("final")), orjson.Fragment(orjson.dumps(self.render_event(item)))) for item in produced],
+            [
+                (
+                    bool(item.get("final")),
+                    orjson.Fragment(
+                        orjson.dumps(self.render_event(item, None if generation is None else generation + i))
+                    ),
+                )
+                for i, item in enumerate(produced, 1)
+            ],
             state,
         )
         self._kept[(task_id, sequence, final_on_input_required)] = kept
@@ -170,12 +178,14 @@ async def _follow(
     *,
     own: bool,
     final_on_input_required: bool,
+    generation: int | None = None,
 ) -> AsyncIterator[list[Frame]]:
     """The A2A events of the run events after ``after``, live, until a final one.
 
     They come a read at a time, so that a stream writes everything one commit produced
     at once. ``state`` is the snapshot at ``after``; ``own``: the stream may change it
-    (otherwise it is copied before the first change).
+    (otherwise it is copied before the first change). ``generation``: the task's at
+    ``after``, for a version whose frames carry it.
     """
     follower = a2a.logs.follow(task_id, after, a2a.settings.keepalive_seconds)
     async with aclosing(follower.pages()) as pages:  # leaving early unsubscribes at once
@@ -195,8 +205,12 @@ async def _follow(
                     produced = updates(
                         task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required
                     )
-                    kept = projections.keep(task_id, event.sequence, final_on_input_required, produced, state)
+                    kept = projections.keep(
+                        task_id, event.sequence, final_on_input_required, produced, state, generation
+                    )
                 encoded, state = kept
+                if generation is not None:
+                    generation += len(encoded)
                 own = False
                 frames += [
                     (item, event.sequence if index == len(encoded) - 1 else None)
@@ -225,7 +239,9 @@ async def task_first(
     Ends after the Task alone when it is already terminal (or input-required on a
     stream that ends there).
     """
-    yield [(projections.render_task(task(row, context_id, history, history_length)), row.last_sequence)]
+    generation = await projections.generations.at(row) if projections.generations is not None else None
+    first = projections.render_task(task(row, context_id, history, history_length), generation)
+    yield [(first, row.last_sequence)]
     state_now = task_state(row.status)
     if state_now in TERMINAL or (state_now in INTERRUPTED and final_on_input_required):
         return
@@ -238,6 +254,7 @@ async def task_first(
         row.state,
         own=False,
         final_on_input_required=final_on_input_required,
+        generation=generation,
     ):
         yield frames
 
@@ -249,9 +266,18 @@ async def replay(
 
     ``after`` must be a sequence the run has reached (see :func:`parse_after`).
     """
-    state = await _snapshot_at(a2a.store, row, after)
+    folded = await fold(a2a.store, row, after)
+    generation = folded.generation if projections.generations is not None else None
     async for frames in _follow(
-        a2a, projections, row.run_id, context_id, after, state, own=True, final_on_input_required=False
+        a2a,
+        projections,
+        row.run_id,
+        context_id,
+        after,
+        folded.state,
+        own=True,
+        final_on_input_required=False,
+        generation=generation,
     ):
         yield frames
 

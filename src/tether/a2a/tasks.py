@@ -114,19 +114,22 @@ class EncodedTasks:
     that moves the run's ``last_sequence``, so (sequence, historyLength) versions it.
     """
 
-    def __init__(self, render: Callable[[dict[str, Any]], dict[str, Any]] | None = None, capacity: int = 4096) -> None:
+    def __init__(
+        self, render: Callable[[dict[str, Any], int | None], dict[str, Any]] | None = None, capacity: int = 4096
+    ) -> None:
         #: the version's shape of a canonical Task (None: the canonical shape itself)
         self.render = render
         self.capacity = capacity
         self._kept: OrderedDict[str, tuple[tuple[int, int | None], orjson.Fragment]] = OrderedDict()
 
-    def encode(self, live: LiveTask, history_length: int | None) -> orjson.Fragment:
+    def encode(self, live: LiveTask, history_length: int | None, generation: int | None = None) -> orjson.Fragment:
+        """The Task as JSON; ``generation`` (a function of the run's sequence too) for versions that show it."""
         version = (live.run.last_sequence, history_length)
         kept = self._kept.get(live.run.run_id)
         if kept is not None and kept[0] == version:
             return kept[1]
         doc = task(live.run, live.context_id, live.history or [], history_length)
-        fragment = orjson.Fragment(orjson.dumps(self.render(doc) if self.render is not None else doc))
+        fragment = orjson.Fragment(orjson.dumps(self.render(doc, generation) if self.render is not None else doc))
         self._kept[live.run.run_id] = (version, fragment)
         self._kept.move_to_end(live.run.run_id)
         if len(self._kept) > self.capacity:

@@ -35,6 +35,7 @@ __all__ = [
     "canonical_push",
     "event",
     "frame_task",
+    "generation_of",
     "message",
     "push_body",
     "state_of",
@@ -134,8 +135,8 @@ def artifact(doc: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def task(doc: Mapping[str, Any], *, include_artifacts: bool = True) -> dict[str, Any]:
-    """A Task: only proto fields, empty lists left out."""
+def task(doc: Mapping[str, Any], generation: int | None = None, *, include_artifacts: bool = True) -> dict[str, Any]:
+    """A Task: only proto fields, empty lists left out; ``generation`` only for a 1.1 caller (int64: a string)."""
     out: dict[str, Any] = {"id": doc["id"], "contextId": doc["contextId"], "status": status(doc["status"])}
     if include_artifacts and doc.get("artifacts"):
         out["artifacts"] = [artifact(a) for a in doc["artifacts"]]
@@ -143,17 +144,21 @@ def task(doc: Mapping[str, Any], *, include_artifacts: bool = True) -> dict[str,
         out["history"] = [message(m) for m in doc["history"]]
     if doc.get("metadata"):
         out["metadata"] = doc["metadata"]
+    if generation is not None:
+        out["generation"] = str(generation)
     return out
 
 
-def frame_task(doc: Mapping[str, Any]) -> dict[str, Any]:
+def frame_task(doc: Mapping[str, Any], generation: int | None = None) -> dict[str, Any]:
     """A Task as a StreamResponse (a stream's first frame, a SendMessage result)."""
-    return {"task": task(doc)}
+    return {"task": task(doc, generation)}
 
 
-def event(doc: Mapping[str, Any]) -> dict[str, Any]:
+def event(doc: Mapping[str, Any], generation: int | None = None) -> dict[str, Any]:
     """A canonical status or artifact update as a StreamResponse (``final`` has no 1.0 field)."""
     body: dict[str, Any] = {"taskId": doc["taskId"], "contextId": doc["contextId"]}
+    if generation is not None:
+        body["generation"] = str(generation)
     if doc.get("kind") == "artifact-update":
         body["artifact"] = artifact(doc["artifact"])
         if doc.get("append"):
@@ -300,6 +305,33 @@ def state_of(value: str | int | None) -> str | None:
             data={"errors": [{"path": "params.status", "message": "not a TaskState name"}]},
         )
     return _CANONICAL_STATES[name]
+
+
+def generation_of(params: Mapping[str, Any], *path: str) -> int | None:
+    """A 1.1 int64 generation at ``path`` in raw params (camelCase or snake_case; a string or a number).
+
+    Raises
+    ------
+    InvalidParams
+        For a value that is not a whole number of at least 0.
+    """
+    value: Any = params
+    for name in path:
+        if not isinstance(value, Mapping):
+            return None
+        snake = "".join("_" + c.lower() if c.isupper() else c for c in name)
+        value = value.get(name, value.get(snake))
+    if value is None:
+        return None
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    field = ".".join(path)
+    raise InvalidParams(
+        f"{field} must be a generation (a whole number, as a string or a number), not {value!r:.40}",
+        data={"errors": [{"path": f"params.{field}", "message": "not a generation"}]},
+    )
 
 
 def history_length(value: int | None, field: str = "historyLength") -> int | None:
