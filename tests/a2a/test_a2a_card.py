@@ -7,6 +7,7 @@ import pytest
 from a2a.client import A2ACardResolver
 from a2a_wire import error, message, rpc, send
 from harness import Host
+from proto_oracle import validate_v10
 from schemas import a2a_validator, fixtures_dir, openwop_validator
 
 BUNDLED = ["approval-gated", "clarification-gated", "echo", "multi-step", "shape"]
@@ -28,6 +29,35 @@ def test_card_is_public_valid_and_names_the_rpc_endpoint(host: Host) -> None:
     assert doc["securitySchemes"]["bearer"]["type"] == "http" and doc["securitySchemes"]["bearer"]["scheme"] == "bearer"
     assert doc["security"] == [{"bearer": []}]
     assert sorted(s["id"] for s in doc["skills"]) == sorted(BUNDLED + TEST_WORKFLOWS)
+
+
+def test_a_1_x_caller_gets_the_strict_1_0_card_and_others_the_merged_one(host: Host) -> None:
+    with host.client() as anonymous:
+        merged = anonymous.get("/.well-known/agent-card.json")
+        strict = anonymous.get("/.well-known/agent-card.json", headers={"A2A-Version": "1.0"})
+    assert merged.headers["vary"] == strict.headers["vary"] == "A2A-Version"
+    assert merged.headers["etag"] != strict.headers["etag"]
+    validate_v10("AgentCard", strict.json())
+    validate_v10("AgentCard+0.3", merged.json())
+    a2a_validator("AgentCard").validate(merged.json())
+    doc = strict.json()
+    assert doc["supportedInterfaces"][0] == {
+        "url": f"{host.url}/v1/a2a",
+        "protocolBinding": "JSONRPC",
+        "protocolVersion": "1.0",
+    }
+    assert {(i["protocolBinding"], i["protocolVersion"]) for i in doc["supportedInterfaces"]} == {
+        ("JSONRPC", "1.0"),
+        ("HTTP+JSON", "1.0"),
+        ("JSONRPC", "0.3"),
+    }
+    assert doc["securitySchemes"]["bearer"] == {
+        "httpAuthSecurityScheme": merged.json()["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]
+    }
+    assert {k: v for k, v in merged.json().items() if k in doc} == {
+        **doc,
+        "securitySchemes": merged.json()["securitySchemes"],
+    }
 
 
 def test_card_and_discovery_advertise_the_same_flags(host: Host) -> None:

@@ -126,11 +126,13 @@ def _one_run_started(host: Host, key: str, task_id: str) -> None:
 def test_default_client_picks_json_rpc_1_0_from_the_card(node: NodeProject, host: Host, key: str) -> None:
     doc = drive(node, host, key, "card")
     card = doc["result"]["card"]
-    assert card["supportedInterfaces"][0] == {
+    first = card["supportedInterfaces"][0]
+    assert {k: first[k] for k in ("url", "protocolBinding", "protocolVersion")} == {
         "url": f"{host.url}{_RPC}",
         "protocolBinding": "JSONRPC",
         "protocolVersion": "1.0",
     }
+    assert not first.get("tenant"), "no tenant: the caller's key decides it"
     assert doc["wire"][0]["a2aVersion"] == "1.0", "the SDK announces 1.0 on the card fetch"
     (extended,) = _calls(doc, "GetExtendedAgentCard")
     assert extended["response"]["result"]["name"] == "Tether"

@@ -5,11 +5,14 @@
 
 from __future__ import annotations
 
+import hashlib
+
+import orjson
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH
-from tether.a2a.card import agent_card
+from tether.a2a.card import agent_card, strict_v10
 from tether.a2a.push import push_record
 from tether.a2a.surface import a2a_of
 from tether.errors import NotFound
@@ -25,11 +28,24 @@ router = APIRouter(tags=["a2a"])
 @router.get(AGENT_CARD_PATH)
 @router.get(LEGACY_CARD_PATH)
 async def get_agent_card(request: Request) -> Response:
-    """Public (no credentials): how to reach this agent and what it can do."""
+    """Public (no credentials): how to reach this agent and what it can do.
+
+    One document serves both generations of clients (0.3 fields beside 1.0 ones); a caller
+    that says ``A2A-Version: 1.x`` (both 1.x SDKs do, when they fetch the card) gets the
+    strict 1.0 card, which validators built from the 1.0 proto accept.
+    """
     a2a = a2a_of(request)
-    anonymous = a2a.settings.a2a_anonymous_tenant is not None
-    card = agent_card(a2a.capabilities, a2a.registry, a2a.settings.default_skill, anonymous=anonymous)
-    return json_response(card, headers={"Cache-Control": "public, max-age=60"})
+    card = agent_card(a2a.capabilities, a2a.registry, a2a.settings.default_skill, anonymous=a2a.anonymous)
+    asked = request.headers.get("a2a-version") or request.query_params.get("A2A-Version") or ""
+    if asked.strip().startswith("1."):
+        card = strict_v10(card)
+    body = orjson.dumps(card)
+    headers = {
+        "Cache-Control": "public, max-age=60",
+        "Vary": "A2A-Version",
+        "ETag": '"' + hashlib.sha256(body).hexdigest()[:32] + '"',
+    }
+    return Response(body, media_type="application/json", headers=headers)
 
 
 @router.get("/v1/a2a/tasks/{task_id}")
