@@ -20,7 +20,8 @@ if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 
 #: the host fixtures every end-to-end suite uses (``start_host``, ``backend``, ``shared_database`` …)
-pytest_plugins = ["backends"]
+#: and the HTTPS receiver of pushes and webhooks (``receiver``)
+pytest_plugins = ["backends", "receiver"]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

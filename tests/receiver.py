@@ -12,11 +12,12 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 import trustme
 
 
@@ -109,3 +110,16 @@ class Receiver:
     def bodies(self, path: str | None = None) -> list[bytes]:
         with self._lock:
             return [r.body for r in self.requests if path is None or r.path == path]
+
+
+@pytest.fixture
+def receiver(tmp_path: Path) -> Iterator[Receiver]:
+    """A started receiver with a CA of its own (a suite-wide fixture: ``pytest_plugins`` names this module)."""
+    rx = Receiver(trustme.CA(), tmp_path).start()
+    yield rx
+    rx.stop()
+
+
+def egress_to(receiver: Receiver) -> tuple[str, ...]:
+    """The operator switches that let a host reach ``receiver``: its loopback address and its CA."""
+    return ("--egress-allow-cidr", "127.0.0.1/32", "--egress-ca-bundle", str(receiver.ca_file))

@@ -7,18 +7,14 @@ through the two operator switches (``--egress-allow-cidr``, ``--egress-ca-bundle
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-import pytest
-import trustme
 from a2a_wire import WORKFLOWS, error, get_task, message, result, send
 from backends import Hosts
 from harness import Host, HostProcess, wait_until
 from inproc import InProcessHost, create_key, run_cli
-from receiver import Receiver
+from receiver import Receiver, egress_to
 from schemas import a2a_validator, openwop_validator
 
 TOKEN = "tok-9f8e7d6c5b4a-raw-token"
@@ -26,21 +22,11 @@ CREDENTIALS = "cred-0a1b2c3d-raw-credentials"
 H = TypeVar("H", bound=Host)
 
 
-@pytest.fixture
-def receiver(tmp_path: Path) -> Iterator[Receiver]:
-    rx = Receiver(trustme.CA(), tmp_path).start()
-    yield rx
-    rx.stop()
-
-
 def _push_host(start_host: Hosts[H], receiver: Receiver, *extra: str) -> H:
     host = start_host(
         "--workflows",
         str(WORKFLOWS),
-        "--egress-allow-cidr",
-        "127.0.0.1/32",
-        "--egress-ca-bundle",
-        str(receiver.ca_file),
+        *egress_to(receiver),
         "--push-retry-schedule",
         "300ms,600ms,1s",
         *extra,

@@ -10,39 +10,25 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-import trustme
 from a2a_wire import WORKFLOWS, result
 from backends import Hosts
 from harness import wait_until
 from inproc import InProcessHost
-from receiver import Receiver
+from receiver import Receiver, egress_to
 
 CREDENTIALS = "cred-v10-5e6f7a8b-raw"
 TOKEN = "tok-v10-1a2b3c4d-raw"
 V10 = {"A2A-Version": "1.0"}
 
 
-@pytest.fixture
-def receiver(tmp_path: Path) -> Iterator[Receiver]:
-    rx = Receiver(trustme.CA(), tmp_path).start()
-    yield rx
-    rx.stop()
-
-
 def _host(start_host: Hosts[InProcessHost], receiver: Receiver) -> tuple[InProcessHost, httpx.Client]:
     host = start_host(
         "--workflows",
         str(WORKFLOWS),
-        "--egress-allow-cidr",
-        "127.0.0.1/32",
-        "--egress-ca-bundle",
-        str(receiver.ca_file),
+        *egress_to(receiver),
         "--push-retry-schedule",
         "300ms,600ms,1s",
     )

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
 from a2a_wire import WORKFLOWS, run_events
 from backends import Hosts
 from harness import Host, HostProcess
 from inproc import InProcessHost
-from receiver import Receiver
+from receiver import Receiver, egress_to
 from sdk13_driver import Sdk13, SdkRefused
 
 JSONRPC_1_0 = "a2a.client.transports.jsonrpc.JsonRpcTransport"
@@ -208,23 +206,13 @@ def test_reply_to_an_approval_resumes_the_task(sdk: Sdk13) -> None:
     assert ended.value.kind == "UnsupportedOperationError", "a message to a task that ended is refused"
 
 
-@pytest.fixture
-def receiver(tmp_path: Path) -> Iterator[Receiver]:
-    rx = Receiver(trustme.CA(), tmp_path).start()
-    yield rx
-    rx.stop()
-
-
 def test_push_config_create_get_list_delete(
     driver: Sdk13, start_host: Hosts[InProcessHost], receiver: Receiver
 ) -> None:
     host = start_host(
         "--workflows",
         str(WORKFLOWS),
-        "--egress-allow-cidr",
-        "127.0.0.1/32",
-        "--egress-ca-bundle",
-        str(receiver.ca_file),
+        *egress_to(receiver),
     )
     assert host.dev_key
     connect(driver, host, host.dev_key)

@@ -6,25 +6,15 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-import trustme
 from a2a_wire import WORKFLOWS, message, open_stream, run_events, send, wait_state
 from backends import Hosts
 from harness import HostProcess, create_key, wait_until
 from receiver import Receiver
 
 LEASE = "2"
-
-
-@pytest.fixture
-def receiver(tmp_path: Path) -> Iterator[Receiver]:
-    rx = Receiver(trustme.CA(), tmp_path).start()
-    yield rx
-    rx.stop()
 
 
 def _pair(

@@ -4,11 +4,8 @@ delivered to a real HTTPS receiver, signed so that ``webhook_helpers`` verifies 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import trustme
 from backends import Hosts
 from harness import Host, wait_until
 from inproc import InProcessHost
@@ -17,13 +14,6 @@ from openwop_client.errors import WopError
 from openwop_client.types import CreateRunRequest, RegisterWebhookRequest
 from openwop_client.webhook_helpers import read_webhook_headers, verify_webhook_signature
 from receiver import Receiver
-
-
-@pytest.fixture
-def receiver(tmp_path: Path) -> Iterator[Receiver]:
-    rx = Receiver(trustme.CA(), tmp_path).start()
-    yield rx
-    rx.stop()
 
 
 def test_signed_deliveries_verify_with_the_client_helpers(start_host: Hosts[InProcessHost], receiver: Receiver) -> None:
