@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +32,8 @@ from tether.a2a import routes as a2a_routes
 from tether.a2a import seams as a2a_seams
 from tether.a2a.capabilities import a2a_capabilities
 from tether.a2a.endpoint import RpcEndpoint
+from tether.a2a.peer import PeerClient, PushReceiver
+from tether.a2a.peer import router as handoff_router
 from tether.a2a.push import push_projector
 from tether.a2a.surface import A2ASurface
 from tether.a2a.tasks import project_task_record
@@ -41,6 +43,7 @@ from tether.egress.service import build_egress
 from tether.engine.cluster import LeaseSettings
 from tether.engine.engine import Engine
 from tether.engine.follow import RunLogs
+from tether.engine.handoff import HandoffSettings
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_workflows
 from tether.engine.workflow import load_workflow_file
@@ -196,7 +199,11 @@ def build_app(settings: Settings) -> RpcEndpoint:
                 ],
                 owner=owner,
                 leases=LeaseSettings(settings.lease_seconds),
+                # hand-off nodes reach other agents through the guarded egress client
+                peers=PeerClient(egress.client, host_key=key, public_url=settings.base_url),
+                handoffs=HandoffSettings(poll_max=settings.handoff_poll_max_seconds, after_send=_pause_seam(settings)),
             )
+            app.state.handoff_pushes = PushReceiver(key, engine.handoffs.hint)
             verifier = KeyVerifier(store, settings.key_cache_seconds)
             a2a = a2a_capabilities(settings)
             app.state.verifier = verifier
@@ -245,6 +252,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
         interrupts.router,
         webhooks.router,
         a2a_routes.router,
+        handoff_router,
         a2a_seams.router if settings.enable_test_seams else a2a_seams.absent_router,
     ]
     for router in routers:
@@ -253,6 +261,20 @@ def build_app(settings: Settings) -> RpcEndpoint:
     app.add_middleware(DateHeader)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     return RpcEndpoint(app, limit=settings.max_body_bytes)  # in front of it all: A2A calls skip the REST stack
+
+
+def _pause_seam(settings: Settings) -> Callable[[], Awaitable[None]] | None:
+    """Test seam: with ``TETHER_TEST_HANDOFF_PAUSE_FILE`` (and the seams on), a hand-off stops between its
+    send and its record, after touching that file, so that a test can kill the host exactly there."""
+    marker = os.environ.get("TETHER_TEST_HANDOFF_PAUSE_FILE")
+    if not settings.enable_test_seams or not marker:
+        return None
+
+    async def pause() -> None:
+        Path(marker).touch()
+        await asyncio.Event().wait()  # until the test kills the host
+
+    return pause
 
 
 class Server(uvicorn.Server):
@@ -347,6 +369,8 @@ def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server,
         proxy_headers=False,  # every URL Tether gives out comes from --public-url, never X-Forwarded-*
         # an embedding program keeps its own logging set-up
         log_config=uvicorn.config.LOGGING_CONFIG if long_lived else None,
+        ssl_certfile=str(settings.tls_certfile) if settings.tls_certfile else None,
+        ssl_keyfile=str(settings.tls_keyfile) if settings.tls_keyfile else None,
     )
     return Server(config, endpoint, long_lived=long_lived), sock, settings
 

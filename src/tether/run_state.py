@@ -60,6 +60,8 @@ class NodeState(TypedDict):
     outputs: NotRequired[dict[str, Any]]
     error: NotRequired[ErrorObject | None]
     reason: NotRequired[str | None]
+    #: a hand-off's peer task (``a2a.handoff.*`` log events): where it is, what it last was, answers owed
+    handoff: NotRequired[dict[str, Any]]
 
 
 class InterruptRecord(TypedDict):

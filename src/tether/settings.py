@@ -30,6 +30,9 @@ class Settings:
     push_retry_schedule: str = "5s,30s,2m,10m,1h,4h,12h"
     push_body: str = "status"  # "status": a TaskStatusUpdateEvent; "task": the full Task
     a2a_anonymous_tenant: str | None = None  # a public agent: keyless A2A calls act in this tenant (REST needs a key)
+    tls_certfile: Path | None = None  # serve HTTPS with this certificate chain (PEM) and --tls-keyfile
+    tls_keyfile: Path | None = None
+    handoff_poll_max_seconds: float = 30.0  # the longest a hand-off waits between reads of its peer task
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -45,4 +48,5 @@ class Settings:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self.tls_certfile is not None else "http"
+        return f"{scheme}://{host}:{self.port}"

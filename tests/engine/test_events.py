@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_peer import FakePeer
 from schemas import openwop_validator
 from workflow_docs import node as _node
 from workflow_docs import workflow_doc
@@ -23,6 +24,7 @@ from tether.auth.keys import ALL_SCOPES
 from tether.engine import events
 from tether.engine.engine import Engine
 from tether.engine.events import EVENT_TYPES, NewEvent
+from tether.engine.handoff import HandoffSettings
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows
 from tether.engine.state import CANCEL_REQUESTED
@@ -56,6 +58,8 @@ def _constructor_of(doc: Doc) -> str:
         return "node_cancel_requested" if payload.get("reason") == CANCEL_REQUESTED else "node_cancelled"
     if doc["type"] == "log.appended" and payload.get("kind") == "approval.ask":
         return "approval_ask"
+    if doc["type"] == "log.appended" and str(payload.get("kind")).startswith("a2a.handoff."):
+        return "handoff_" + payload["kind"].removeprefix("a2a.handoff.")
     return doc["type"].replace(".", "_")
 
 
@@ -104,6 +108,7 @@ SAMPLES: dict[str, list[NewEvent]] = {
         events.node_suspended("gate", "int_1", "approval", "run_1:gate:0"),
         events.node_suspended("ask", "int_2", "clarification", "run_1:ask:0"),
         events.node_suspended("wait", "int_3", "external-event", "run_1:wait:0"),
+        events.node_suspended("peer", "int_4", "approval", "run_1:peer:0", "a2a-peer-input"),
     ],
     "interrupt_requested": [
         events.interrupt_requested("gate", "approval", "run_1:gate:0", _APPROVAL_DATA),
@@ -137,6 +142,14 @@ SAMPLES: dict[str, list[NewEvent]] = {
     ],
     "approval_ask": [events.approval_ask("gate", "why?", "key:alice")],
     "clarification_resolved": [events.clarification_resolved("ask", {"q1": "red"}, "key:alice")],
+    "handoff_accepted": [
+        events.handoff_accepted(
+            "peer", {"agent": "https://b", "rpcUrl": "https://b/v1/a2a", "version": "1.0", "taskId": "t1"}, "working"
+        )
+    ],
+    "handoff_observed": [events.handoff_observed("peer", "completed"), events.handoff_observed("peer", "x", "q")],
+    "handoff_reply": [events.handoff_reply("peer", {"kind": "approval", "value": {"action": "accept"}}, 1)],
+    "handoff_replied": [events.handoff_replied("peer", 1)],
 }
 
 
@@ -184,6 +197,18 @@ TEST_WORKFLOWS = [
     ),
     _workflow("ev-fail", [_node("boom", "core.fail", config={"code": "kaput", "message": "it broke"})], []),
     _workflow(
+        "ev-handoff",
+        [
+            _node(
+                "peer",
+                "vendor.tether.a2a-handoff",
+                config={"agent": "https://peer.example"},
+                inputs={"prompt": {"type": "static", "value": "hello"}},
+            )
+        ],
+        [],
+    ),
+    _workflow(
         "ev-bad-condition",
         [_node("a"), _node("b")],
         [
@@ -201,9 +226,10 @@ TEST_WORKFLOWS = [
 class Runs:
     """An in-process engine over a real SQLite store, and the runs it was asked to make."""
 
-    def __init__(self, store: SqliteStore, engine: Engine) -> None:
+    def __init__(self, store: SqliteStore, engine: Engine, peer: FakePeer) -> None:
         self.store = store
         self.engine = engine
+        self.peer = peer
         self.run_ids: list[str] = []
 
     async def create(self, workflow_id: str, inputs: Doc | None = None, **options: Any) -> str:
@@ -233,10 +259,11 @@ async def runs(tmp_path: Path) -> AsyncIterator[Runs]:
     registry = WorkflowRegistry()
     registry.add(bundled_workflows(), "bundled")
     registry.add([load_workflow(doc) for doc in TEST_WORKFLOWS], "test")
-    engine = Engine(store, registry, Notifier())
+    peer = FakePeer()
+    engine = Engine(store, registry, Notifier(), peers=peer, handoffs=HandoffSettings(poll_min=0.05, poll_max=0.2))
     await engine.start()
     try:
-        yield Runs(store, engine)
+        yield Runs(store, engine, peer)
     finally:
         await engine.stop()
         await store.close()
@@ -282,6 +309,12 @@ async def drive_every_path(runs: Runs) -> None:
     await runs.ended(running)
     for failing in ("ev-fail", "ev-bad-condition"):
         await runs.ended(await runs.create(failing))
+    runs.peer.next_state, runs.peer.after_reply = "input-required", "completed"
+    runs.peer.next_interrupt = {"kind": "approval", "title": "Ship it?", "actions": ["accept", "reject"]}
+    handed = await runs.create("ev-handoff")
+    await runs.waiting(handed)
+    await runs.engine.resolve(ALICE, handed, "peer", {"action": "accept"})
+    await runs.ended(handed)
 
 
 async def test_every_committed_payload_matches_the_schema(runs: Runs) -> None:

@@ -410,3 +410,57 @@ def push_body(config: PushConfigRow, stored: bytes) -> tuple[bytes, str]:
     doc = orjson.loads(stored)
     rendered = event(doc) if doc.get("kind") in ("status-update", "artifact-update") else frame_task(doc)
     return orjson.dumps(rendered), "application/a2a+json"
+
+
+# -- a peer's answers: ProtoJSON → canonical (the hand-off client reads other agents' Tasks) ----------
+
+
+class ProtoArtifact(Proto):
+    artifact_id: str
+    name: str | None = None
+    description: str | None = None
+    parts: list[Part] = Field(default_factory=list)
+    metadata: dict[str, Any] | None = None
+
+
+class ProtoStatus(Proto):
+    state: str | int = "TASK_STATE_UNSPECIFIED"
+    message: ProtoMessage | None = None
+    timestamp: str | None = None
+
+
+class ProtoTask(Proto):
+    id: str = Field(min_length=1)
+    context_id: str | None = None
+    status: ProtoStatus
+    artifacts: list[ProtoArtifact] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+def canonical_task(doc: Any) -> dict[str, Any]:
+    """A peer's 1.0 Task in the canonical (0.3) shape; ValueError if it is not a Task.
+
+    The reverse of :func:`task`, for the hand-off client: what another agent answers is
+    read into the one shape the rest of Tether handles, whichever version it spoke.
+    """
+    parsed = ProtoTask.model_validate(doc)
+    state = _STATE_NUMBERS.get(parsed.status.state) if isinstance(parsed.status.state, int) else parsed.status.state
+    status: dict[str, Any] = {"state": _CANONICAL_STATES.get(state or "", "unknown")}
+    if parsed.status.message is not None:
+        status["message"] = canonical_message(parsed.status.message).model_dump(exclude_none=True)
+    if parsed.status.timestamp:
+        status["timestamp"] = parsed.status.timestamp
+    out: dict[str, Any] = {"kind": "task", "id": parsed.id, "contextId": parsed.context_id, "status": status}
+    if parsed.artifacts:
+        out["artifacts"] = [
+            {
+                "artifactId": a.artifact_id,
+                **({"name": a.name} if a.name else {}),
+                "parts": [_canonical_part(p) for p in a.parts],
+                **({"metadata": a.metadata} if a.metadata else {}),
+            }
+            for a in parsed.artifacts
+        ]
+    if parsed.metadata:
+        out["metadata"] = parsed.metadata
+    return out

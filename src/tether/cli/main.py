@@ -245,6 +245,22 @@ def main() -> None:
     show_default=True,
     help="A2A push body: a TaskStatusUpdateEvent (RFC 0100) or the full Task (A2A v0.3 example).",
 )
+@click.option(
+    "--tls-certfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Serve HTTPS with this certificate chain (PEM); needs --tls-keyfile. Peers that push to this host "
+    "(A2A hand-offs) reach only HTTPS URLs.",
+)
+@click.option(
+    "--tls-keyfile", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The key of --tls-certfile."
+)
+@click.option(
+    "--handoff-poll-max-seconds",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="The longest a hand-off waits between reads of its peer's task (pushes wake it sooner).",
+)
 def serve(**params: Any) -> None:
     """Run the host until SIGTERM or Ctrl-C."""
     from tether.app import serve as run_host
@@ -254,6 +270,8 @@ def serve(**params: Any) -> None:
 
 def _serve_settings(params: dict[str, Any]) -> Settings:
     """``Settings`` from the parsed ``serve`` options: each option is the field of the same name."""
+    if (params.get("tls_certfile") is None) != (params.get("tls_keyfile") is None):
+        raise click.UsageError("--tls-certfile and --tls-keyfile go together")
     return Settings(**{**params, "egress_allow_cidrs": tuple(params["egress_allow_cidrs"])})
 
 

@@ -20,10 +20,13 @@ from tether.engine import events
 from tether.engine.batch import Batch, duration_ms, ms
 from tether.engine.cluster import Cluster, LeaseSettings
 from tether.engine.events import ApprovalResume
-from tether.engine.nodes import HANDLERS, Completed, Failed, NodeContext, Outcome, Sleep, Suspend
+from tether.engine.handoff import Handoffs, HandoffSettings, in_flight
+from tether.engine.nodes import HANDLERS, CallPeer, Completed, Failed, NodeContext, Outcome, Sleep, Suspend
 from tether.engine.notifier import Notifier
+from tether.engine.peer import PeerPort
 from tether.engine.registry import WorkflowRegistry
 from tether.engine.resolution import resolution_events
+from tether.engine.reverse import ask_events
 from tether.engine.scheduler import Execute, Fail, Finish, Skip, Wait, node_outputs, plan, resolve_inputs
 from tether.engine.state import initial_snapshot
 from tether.engine.workflow import WorkflowDefinition, validate_inputs
@@ -83,10 +86,13 @@ class Engine:
         on_commit: Sequence[CommitHook] = (),
         owner: str | None = None,
         leases: LeaseSettings | None = None,
+        peers: PeerPort | None = None,
+        handoffs: HandoffSettings | None = None,
     ) -> None:
         """``projectors`` say what a commit writes beside its events and run row (task
         records, outbox rows), in order; ``on_commit`` hooks learn of each commit once it is
-        durable, before observers are woken."""
+        durable, before observers are woken. ``peers`` is how hand-off nodes reach other
+        agents (without it they fail ``a2a_peer_not_configured``)."""
         self.store = store
         self.registry = registry
         self.notifier = notifier
@@ -113,6 +119,9 @@ class Engine:
         self._stopping = False
         self._projectors = tuple(projectors)
         self._on_commit = tuple(on_commit)
+        self.handoffs = Handoffs(
+            store, peers, transition=self._handoff_transition, call_of=self._call_of, kick=self.kick, settings=handoffs
+        )
 
     # lifecycle -------------------------------------------------------------------------
 
@@ -128,12 +137,14 @@ class Engine:
     def _resume(self, row: RunRow) -> None:
         if row.status in WAITING:
             self._arm_timeout(row)
+            self.handoffs.notice(row)  # a mirrored peer question: its hand-off still follows the peer
         else:
             self.kick(row.run_id)
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop driving runs; all state is already committed, so nothing is lost."""
         self._stopping = True
+        await self.handoffs.stop(grace)
         if self.cluster is not None:
             await self.cluster.stop()
         for timer in self._timers.values():
@@ -158,9 +169,18 @@ class Engine:
         for hook in self._on_commit:  # before the wake-up: observers woken by it may rely on a hook
             hook(commit, enqueued)
         self.notifier.publish(commit.run.run_id)
+        self.handoffs.committed(commit.run.run_id)
         if self.cluster is not None:
             self.cluster.announce(commit.run.run_id)
         return commit.run
+
+    async def _handoff_transition(self, run_id: str, decide: Callable[[RunRow, Batch], Any]) -> RunRow:
+        row, _ = await self._transition(None, run_id, decide)
+        return row
+
+    def _call_of(self, row: RunRow, node_id: str) -> Outcome:
+        """What a hand-off node asks for, computed again from the run as it is (the same every time)."""
+        return self._run_node(self.registry.get(row.workflow_id).workflow, node_id, row.state, row.run_id)
 
     async def _transition(
         self,
@@ -320,6 +340,10 @@ class Engine:
                 return
             if row.status in WAITING:
                 self._arm_timeout(row)
+                self.handoffs.notice(row)
+                return
+            if row.status == "running" and in_flight(row.state):
+                self.handoffs.notice(row)  # parked: the hand-off's follower takes it from here
                 return
             try:
                 wait = await self._step(row, fence)
@@ -396,6 +420,8 @@ class Engine:
                 return outcome.ms / 1000
             if not decision.resume:
                 batch.add(events.node_started(node.id, node.typeId))
+            if isinstance(outcome, CallPeer):
+                return None  # committed as started; the run parks and the hand-off follows the peer
             if isinstance(outcome, Completed):
                 batch.add(events.node_completed(node.id, outcome.outputs))
                 continue
@@ -468,15 +494,7 @@ class Engine:
         return HANDLERS[node.typeId](ctx)
 
     def _suspend(self, batch: Batch, node_id: str, outcome: Suspend) -> None:
-        interrupt_id = new_id("int_")
-        count = sum(1 for r in batch.state.get("resolvedInterrupts", []) if r.get("nodeId") == node_id)
-        key = f"{batch.row.run_id}:{node_id}:{count}"
-        batch.add(events.node_suspended(node_id, interrupt_id, outcome.kind, key))
-        batch.add(events.interrupt_requested(node_id, outcome.kind, key, outcome.data, outcome.timeout_ms))
-        if outcome.kind == "approval":
-            batch.add(events.approval_requested(node_id, interrupt_id, outcome.data))
-        elif outcome.kind == "clarification":
-            batch.add(events.clarification_requested(node_id, interrupt_id, outcome.data["questions"]))
+        ask_events(batch, node_id, outcome.kind, outcome.data, outcome.timeout_ms)
 
     async def _sleep(self, run_id: str, seconds: float) -> None:
         """Sleep for a delay node; a cancel request cuts it short."""

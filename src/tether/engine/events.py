@@ -31,6 +31,10 @@ __all__ = [
     "approval_requested",
     "clarification_requested",
     "clarification_resolved",
+    "handoff_accepted",
+    "handoff_observed",
+    "handoff_replied",
+    "handoff_reply",
     "interrupt_requested",
     "interrupt_resolved",
     "node_cancel_requested",
@@ -119,6 +123,8 @@ class NodeSuspendedPayload(TypedDict):
     interruptId: str
     kind: InterruptKind
     key: str
+    #: a hand-off's mirror of its peer's question ("a2a-peer-input", "auth"): not a local gate
+    subkind: NotRequired[str]
 
 
 class InterruptRequestedPayload(TypedDict):
@@ -189,6 +195,24 @@ class ApprovalAskPayload(TypedDict):
     message: str
 
 
+class HandoffLogPayload(TypedDict):
+    """``log.appended`` of kind ``a2a.handoff.*``: what a hand-off learnt or decided, in the run's own log.
+
+    ``accepted`` is the replay cache of RFC 0006 §C: the peer's task, recorded once the
+    peer answered the send, so that a restart or a replay follows it and never sends again.
+    """
+
+    kind: Literal["a2a.handoff.accepted", "a2a.handoff.observed", "a2a.handoff.reply", "a2a.handoff.replied"]
+    nodeId: str
+    level: Literal["info"]
+    message: str
+    handoff: NotRequired[dict[str, Any]]
+    peerState: NotRequired[str]
+    question: NotRequired[str]
+    reply: NotRequired[dict[str, Any]]
+    replyIndex: NotRequired[int]
+
+
 class NodeCancelledPayload(TypedDict):
     nodeId: str
     reason: str
@@ -229,6 +253,7 @@ EventPayload = (
     | ClarificationResolvedPayload
     | NodeResumedPayload
     | ApprovalAskPayload
+    | HandoffLogPayload
     | NodeCancelledPayload
     | RunCompletedPayload
     | RunFailedPayload
@@ -340,8 +365,12 @@ def node_cancelled(node_id: str) -> NewEvent:
 # interrupts ----------------------------------------------------------------------------------
 
 
-def node_suspended(node_id: str, interrupt_id: str, kind: InterruptKind, key: str) -> NewEvent:
+def node_suspended(
+    node_id: str, interrupt_id: str, kind: InterruptKind, key: str, subkind: str | None = None
+) -> NewEvent:
     payload: NodeSuspendedPayload = {"nodeId": node_id, "interruptId": interrupt_id, "kind": kind, "key": key}
+    if subkind is not None:
+        payload["subkind"] = subkind
     return NewEvent("node.suspended", payload, node_id)
 
 
@@ -424,3 +453,58 @@ def approval_ask(node_id: str, question: str, asked_by: str) -> NewEvent:
 def clarification_resolved(node_id: str, answers: dict[str, Any], answered_by: str) -> NewEvent:
     payload: ClarificationResolvedPayload = {"nodeId": node_id, "answers": answers, "answeredBy": answered_by}
     return NewEvent("clarification.resolved", payload, node_id)
+
+
+# hand-offs -----------------------------------------------------------------------------------
+
+
+def handoff_accepted(node_id: str, handoff: dict[str, Any], peer_state: str) -> NewEvent:
+    """The peer took the task: where it lives (the replay cache), recorded before anything else is done."""
+    payload: HandoffLogPayload = {
+        "kind": "a2a.handoff.accepted",
+        "nodeId": node_id,
+        "level": "info",
+        "message": f"handed to {handoff['agent']} as task {handoff['taskId']}",
+        "handoff": handoff,
+        "peerState": peer_state,
+    }
+    return NewEvent("log.appended", payload, node_id)
+
+
+def handoff_observed(node_id: str, peer_state: str, question: str | None = None) -> NewEvent:
+    """The peer's task is in a new state, or asks a new ``question`` (read from the peer, never from a push)."""
+    payload: HandoffLogPayload = {
+        "kind": "a2a.handoff.observed",
+        "nodeId": node_id,
+        "level": "info",
+        "message": f"peer task is {peer_state}",
+        "peerState": peer_state,
+    }
+    if question is not None:
+        payload["question"] = question
+    return NewEvent("log.appended", payload, node_id)
+
+
+def handoff_reply(node_id: str, reply: dict[str, Any], index: int) -> NewEvent:
+    """A local answer to the mirrored peer question, to forward to the peer (``reply.decidedBy`` answered)."""
+    payload: HandoffLogPayload = {
+        "kind": "a2a.handoff.reply",
+        "nodeId": node_id,
+        "level": "info",
+        "message": f"answer {index} for the peer, from {reply.get('decidedBy')}",
+        "reply": reply,
+        "replyIndex": index,
+    }
+    return NewEvent("log.appended", payload, node_id)
+
+
+def handoff_replied(node_id: str, index: int) -> NewEvent:
+    """The peer has the answer: it is not forwarded again."""
+    payload: HandoffLogPayload = {
+        "kind": "a2a.handoff.replied",
+        "nodeId": node_id,
+        "level": "info",
+        "message": f"answer {index} delivered to the peer",
+        "replyIndex": index,
+    }
+    return NewEvent("log.appended", payload, node_id)

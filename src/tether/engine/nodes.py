@@ -13,6 +13,7 @@ from typing import Any
 
 from tether.engine import expressions
 from tether.engine.hitl import gate_actions
+from tether.engine.peer import PeerCall
 from tether.errors import InvalidInput
 from tether.run_state import ErrorObject, InterruptKind
 
@@ -64,7 +65,15 @@ class Suspend:
     approval: dict[str, Any] | None = None  # extra approval.requested fields
 
 
-Outcome = Completed | Failed | Sleep | Suspend
+@dataclass(frozen=True, slots=True)
+class CallPeer:
+    """Hand the task to another agent and follow it (``tether.engine.handoff`` does, durably)."""
+
+    call: PeerCall
+    timeout_ms: int | None = None
+
+
+Outcome = Completed | Failed | Sleep | Suspend | CallPeer
 Handler = Callable[[NodeContext], Outcome]
 
 
@@ -154,6 +163,39 @@ def _external(ctx: NodeContext) -> Outcome:
     )
 
 
+HANDOFF_TYPE = "vendor.tether.a2a-handoff"
+#: the names the conformance fixtures give a hand-off node (served only with the test seams on)
+HANDOFF_ALIASES = ("core.conformance.a2a-invoke", "core.a2a.invoke")
+_VERSIONS = ("auto", "1.0", "0.3")
+
+
+def _handoff(ctx: NodeContext) -> Outcome:
+    """Check the config and say whom to call with what; the engine's hand-off follower does the rest."""
+    config = ctx.config
+    agent = config.get("agent")
+    if not isinstance(agent, str) or not agent.strip():
+        return Failed("config_validation_failed", f"node {ctx.node_id!r}: config.agent must be the peer's URL")
+    version = str(config.get("version") or "auto")
+    if version not in _VERSIONS:
+        return Failed("config_validation_failed", f"node {ctx.node_id!r}: config.version must be auto, 1.0 or 0.3")
+    for name in ("skill", "credential"):
+        if config.get(name) is not None and not isinstance(config[name], str):
+            return Failed("config_validation_failed", f"node {ctx.node_id!r}: config.{name} must be a string")
+    prompt = ctx.inputs.get("prompt")
+    data = ctx.inputs.get("data")
+    if prompt is not None and not isinstance(prompt, str):
+        prompt = str(prompt)
+    if data is not None and not isinstance(data, dict):
+        return Failed("node_execution_failed", f"node {ctx.node_id!r}: input data must be an object")
+    if prompt is None and data is None:
+        return Failed("node_execution_failed", f"node {ctx.node_id!r}: give the peer a prompt or data")
+    timeout = config.get("timeout", config.get("timeoutMs"))
+    call = PeerCall(agent.strip(), config.get("skill"), config.get("credential"), version, prompt, data)
+    if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0:
+        return CallPeer(call, timeout)
+    return CallPeer(call)
+
+
 HANDLERS: dict[str, Handler] = {
     "core.noop": _noop,
     "core.identity": _identity,
@@ -163,6 +205,7 @@ HANDLERS: dict[str, Handler] = {
     "core.clarificationGate": _clarification,
     "core.interrupt": _external,
     "vendor.tether.template": _template,
+    HANDOFF_TYPE: _handoff,
 }
 
 SUPPORTED_TYPE_IDS = frozenset(HANDLERS)

@@ -12,6 +12,7 @@ from tether import clock
 from tether.engine import events, hitl
 from tether.engine.batch import Batch
 from tether.engine.events import ApprovalResume
+from tether.engine.reverse import peer_subkind
 from tether.errors import InvalidInput
 from tether.run_state import ErrorObject, InterruptRecord
 
@@ -22,6 +23,9 @@ def resolution_events(batch: Batch, interrupt: InterruptRecord, resume_value: An
     interrupt_id = interrupt["interruptId"]
     kind = interrupt["kind"]
     now = clock.now_iso()
+    if peer_subkind(interrupt) is not None:
+        _forward_events(batch, interrupt, resume_value, decided_by, now)
+        return
     if kind == "approval":
         decision = hitl.normalize_approval(resume_value, interrupt["data"]["actions"])
         fields = decision.fields
@@ -54,3 +58,34 @@ def resolution_events(batch: Batch, interrupt: InterruptRecord, resume_value: An
     batch.add(events.interrupt_resolved(node_id, interrupt_id, kind, resume_value, decided_by, resolved_at=now))
     batch.add(events.node_resumed(node_id, interrupt_id, resume_value))
     batch.add(events.node_completed(node_id, {"event": resume_value}))
+
+
+def _forward_events(batch: Batch, interrupt: InterruptRecord, resume_value: Any, decided_by: str, now: str) -> None:
+    """Answer a hand-off's mirror of its peer's question: the answer is owed to the peer, the node goes on waiting.
+
+    Checked like any answer of its kind, and recorded with the local principal as the
+    decider; the hand-off forwards it to the peer (``a2a.handoff.reply``) and follows the
+    peer task as before. Nothing here completes the node: only the peer's task can.
+    """
+    node_id = interrupt["nodeId"]
+    interrupt_id = interrupt["interruptId"]
+    kind = interrupt["kind"]
+    value: dict[str, Any]
+    if kind == "approval":
+        decision = hitl.normalize_approval(resume_value, interrupt["data"]["actions"])
+        value = {"action": decision.action, **decision.fields}
+        resolved: Any = {**value, "decidedBy": decided_by, "decidedAt": now}
+    else:
+        answers = hitl.normalize_answers(resume_value, interrupt["data"]["questions"])
+        value = {"answers": answers}
+        resolved = value
+    batch.add(events.interrupt_resolved(node_id, interrupt_id, kind, resolved, decided_by, resolved_at=now))
+    if kind == "approval" and value["action"] != "ask":
+        batch.add(events.approval_received(node_id, resolved))
+    elif kind == "clarification":
+        batch.add(events.clarification_resolved(node_id, value["answers"], decided_by))
+    batch.add(events.node_resumed(node_id, interrupt_id, resolved))
+    entry = batch.state["nodeStates"].get(node_id)
+    handoff: dict[str, Any] = entry.get("handoff", {}) if entry is not None else {}
+    index = int(handoff.get("replies", 0)) + 1
+    batch.add(events.handoff_reply(node_id, {"kind": kind, "value": value, "decidedBy": decided_by}, index))

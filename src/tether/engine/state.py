@@ -133,6 +133,8 @@ def apply(state: Snapshot, event: dict[str, Any]) -> Snapshot:
         state.setdefault("askExchanges", {}).setdefault(node_id, []).append(
             {"question": payload.get("question"), "askedBy": payload.get("askedBy"), "askedAt": at}
         )
+    elif kind == "log.appended" and str(payload.get("kind", "")).startswith("a2a.handoff."):
+        _handoff(nodes, node_id, payload, at)
     elif kind == "node.cancelled":
         _node(nodes, node_id, "cancelled")
         if payload.get("reason") == CANCEL_REQUESTED and state["status"] not in TERMINAL:
@@ -164,6 +166,29 @@ def apply(state: Snapshot, event: dict[str, Any]) -> Snapshot:
     if kind == "node.suspended":
         state["pendingInterruptId"] = payload["interruptId"]
     return state
+
+
+def _handoff(nodes: dict[str, NodeState], node_id: str, payload: dict[str, Any], at: str) -> None:
+    """Fold what a hand-off recorded into its node's ``handoff`` entry."""
+    entry = nodes.get(node_id)
+    if entry is None:
+        return
+    handoff = entry.setdefault("handoff", {})
+    kind = payload["kind"]
+    if kind == "a2a.handoff.accepted":
+        handoff.update(payload.get("handoff") or {})
+        handoff["acceptedAt"] = at
+    if "peerState" in payload:
+        handoff["peerState"] = payload["peerState"]
+        handoff["observedAt"] = at
+        handoff["question"] = payload.get("question")
+    if kind == "a2a.handoff.reply":
+        handoff["pendingReply"] = {"index": payload["replyIndex"], **(payload.get("reply") or {})}
+        handoff["replies"] = payload["replyIndex"]
+    elif kind == "a2a.handoff.replied":
+        pending = handoff.get("pendingReply")
+        if pending and pending.get("index") == payload.get("replyIndex"):
+            del handoff["pendingReply"]
 
 
 def apply_all(state: Snapshot, events: Iterable[dict[str, Any]]) -> Snapshot:

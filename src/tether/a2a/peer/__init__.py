@@ -1,0 +1,13 @@
+"""Tether as the sending end of a hand-off: the A2A client a hand-off node calls, and the push receiver.
+
+``client`` implements the engine's ``PeerPort`` over the guarded egress client, in A2A
+1.0 or 0.3 as the peer's card says; ``_wire`` reads both wires into ``PeerTask``;
+``receiver`` takes the peer's pushes (hints, authenticated by a per-hand-off token).
+"""
+
+from __future__ import annotations
+
+from tether.a2a.peer.client import PeerClient
+from tether.a2a.peer.receiver import PushReceiver, router
+
+__all__ = ["PeerClient", "PushReceiver", "router"]

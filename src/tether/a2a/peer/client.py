@@ -1,0 +1,243 @@
+"""The hand-off client: the engine's ``PeerPort`` over A2A, through the guarded egress client.
+
+It reads the peer's agent card once per peer and process, picks the version (``auto``:
+1.0 if the card offers a JSON-RPC 1.0 interface, else 0.3; or the node's pinned one),
+and speaks JSON-RPC in it. Every request goes through the egress client the root built
+(the guard's scheme and address arms, a pinned connection, no redirects). Failures are
+sorted for the follower: a refused address, an auth refusal or a protocol error is final
+(``PeerRefused``); a network error, a timeout, 408/429/5xx or an internal error is worth
+another try (``PeerUnavailable``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+
+from tether.a2a.peer import _wire
+from tether.a2a.peer.tokens import push_path, push_token
+from tether.egress.guard import EgressRefused
+from tether.engine.peer import PeerCall, PeerRef, PeerRefused, PeerTask, PeerUnavailable
+from tether.ids import new_id
+
+__all__ = ["CredentialLookup", "PeerClient"]
+
+CARD_PATH: Final = "/.well-known/agent-card.json"
+#: a credential's ``Authorization`` value for (credential name, peer origin); None when it is not bound there
+CredentialLookup = Callable[[str, str], Awaitable[str | None]]
+_TASK_NOT_FOUND: Final = -32001
+_NOT_CANCELABLE: Final = -32002
+_INTERNAL: Final = -32603
+
+
+@dataclass(frozen=True, slots=True)
+class _Peer:
+    """What a peer's card said: where its JSON-RPC endpoint is, per version, and whether it pushes."""
+
+    endpoints: dict[str, str]
+    pushes: bool
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def _major_minor(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    pieces = value.split(".")
+    return ".".join(pieces[:2]) if len(pieces) >= 2 else None
+
+
+def read_card(card: Any) -> _Peer:
+    """The JSON-RPC endpoints a card offers: 1.0 ``supportedInterfaces``, else 0.3's ``url`` and interfaces."""
+    if not isinstance(card, dict):
+        raise PeerRefused("a2a_peer_invalid_card", "the peer's agent card is not an object")
+    endpoints: dict[str, str] = {}
+    for interface in card.get("supportedInterfaces") or []:
+        if isinstance(interface, dict) and interface.get("protocolBinding") == "JSONRPC":
+            version = _major_minor(interface.get("protocolVersion"))
+            if version in ("1.0", "0.3") and isinstance(interface.get("url"), str):
+                endpoints.setdefault(version, interface["url"])
+    legacy = _major_minor(card.get("protocolVersion"))
+    if "0.3" not in endpoints and (legacy == "0.3" or (legacy is None and not endpoints)):
+        if card.get("preferredTransport", "JSONRPC") == "JSONRPC" and isinstance(card.get("url"), str):
+            endpoints["0.3"] = card["url"]
+        for interface in card.get("additionalInterfaces") or []:
+            if isinstance(interface, dict) and interface.get("transport") == "JSONRPC":
+                endpoints.setdefault("0.3", str(interface.get("url")))
+    capabilities: dict[str, Any] = card["capabilities"] if isinstance(card.get("capabilities"), dict) else {}
+    return _Peer(endpoints, bool(capabilities.get("pushNotifications")))
+
+
+class PeerClient:
+    """Hand-offs' A2A client; one per host, built at the root around the egress client."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        host_key: bytes,
+        public_url: str,
+        credentials: CredentialLookup | None = None,
+    ) -> None:
+        self._client = client
+        self._host_key = host_key
+        self._public_url = public_url.rstrip("/")
+        self._credentials = credentials
+        self._peers: dict[str, _Peer] = {}
+
+    # the port ---------------------------------------------------------------------------------
+
+    async def send(self, call: PeerCall, *, message_id: str, metadata: dict[str, Any]) -> tuple[PeerRef, PeerTask]:
+        peer = await self._peer(call.agent, call.credential)
+        version = self._version(peer, call)
+        meta: dict[str, Any] = dict(metadata)
+        if call.skill:
+            meta["skillId"] = call.skill
+        doc = _wire.message(message_id, text=call.text, data=call.data, metadata=meta)
+        ref = PeerRef(call.agent, peer.endpoints[version], version, task_id="", credential=call.credential)
+        result = await self._call(ref, "send", self._send_params(doc, version))
+        try:
+            task = _wire.task_of(result, version)
+        except ValueError as exc:
+            raise PeerRefused("a2a_peer_invalid_response", str(exc)) from exc
+        return PeerRef(call.agent, ref.rpc_url, version, task.task_id, task.context_id, call.credential), task
+
+    async def get(self, ref: PeerRef) -> PeerTask:
+        result = await self._call(ref, "get", {"id": ref.task_id, "historyLength": 0})
+        try:
+            return _wire.task_of(result, ref.version)
+        except ValueError as exc:
+            raise PeerUnavailable("a2a_peer_invalid_response", str(exc)) from exc
+
+    async def reply(self, ref: PeerRef, *, message_id: str, value: dict[str, Any], metadata: dict[str, Any]) -> None:
+        doc = _wire.message(message_id, data=value, task_id=ref.task_id, context_id=ref.context_id, metadata=metadata)
+        await self._call(ref, "send", self._send_params(doc, ref.version))
+
+    async def cancel(self, ref: PeerRef) -> None:
+        params = {"id": ref.task_id, "metadata": {"reason": "cross_protocol_cancel"}}
+        try:
+            await self._call(ref, "cancel", params)
+        except PeerRefused as refused:
+            if refused.code != "a2a_peer_not_cancelable":
+                raise
+
+    async def subscribe(self, ref: PeerRef, handoff_id: str) -> bool:
+        peer = await self._peer(ref.agent, ref.credential)
+        if not peer.pushes:
+            return False
+        config = {
+            "id": handoff_id,
+            "url": self._public_url + push_path(handoff_id),
+            "token": push_token(self._host_key, handoff_id),
+        }
+        if ref.version == "0.3":
+            params: dict[str, Any] = {"taskId": ref.task_id, "pushNotificationConfig": config}
+        else:
+            params = {"taskId": ref.task_id, **config}
+        await self._call(ref, "push", params)
+        return True
+
+    # the wire -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _send_params(doc: dict[str, Any], version: str) -> dict[str, Any]:
+        """Never block: the follower waits, not a request."""
+        configuration = {"blocking": False} if version == "0.3" else {"returnImmediately": True}
+        return {"message": _wire.render_message(doc, version), "configuration": configuration}
+
+    @staticmethod
+    def _version(peer: _Peer, call: PeerCall) -> str:
+        wanted = ["1.0", "0.3"] if call.version == "auto" else [call.version]
+        for version in wanted:
+            if version in peer.endpoints:
+                return version
+        offered = ", ".join(sorted(peer.endpoints)) or "no JSON-RPC interface"
+        raise PeerRefused(
+            "interop_version_unsupported",
+            f"the peer at {call.agent} offers {offered}; this hand-off speaks {' or '.join(wanted)}",
+        )
+
+    async def _peer(self, agent: str, credential: str | None) -> _Peer:
+        known = self._peers.get(agent)
+        if known is not None:
+            return known
+        url = agent if agent.endswith(".json") else agent.rstrip("/") + CARD_PATH
+        headers = {"A2A-Version": "1.0", "Accept": "application/json"}
+        await self._authorize(headers, url, credential)
+        response = await self._request("GET", url, headers)
+        if response.status_code != 200:
+            raise self._http_error(response, url)
+        try:
+            peer = read_card(orjson.loads(response.content))
+        except orjson.JSONDecodeError as exc:
+            raise PeerRefused("a2a_peer_invalid_card", f"the agent card at {url} is not JSON") from exc
+        self._peers[agent] = peer
+        return peer
+
+    async def _authorize(self, headers: dict[str, str], url: str, credential: str | None) -> None:
+        if credential is None:
+            return
+        value = await self._credentials(credential, origin_of(url)) if self._credentials is not None else None
+        if value is None:
+            raise PeerRefused(
+                "credential_not_found",
+                f"no outbound credential {credential!r} is bound to {origin_of(url)} (tether credentials list)",
+            )
+        headers["Authorization"] = value
+
+    async def _request(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None = None
+    ) -> httpx.Response:
+        try:
+            return await self._client.request(method, url, headers=headers, content=body)
+        except EgressRefused as refused:
+            raise PeerRefused("egress_denied", f"the egress guard refused {url}: {refused.message}") from refused
+        except httpx.HTTPError as exc:
+            raise PeerUnavailable("external_call_failed", f"{url}: {type(exc).__name__}: {exc}") from exc
+
+    @staticmethod
+    def _http_error(response: httpx.Response, url: str) -> PeerRefused | PeerUnavailable:
+        status = response.status_code
+        if status in (408, 429) or status >= 500:
+            return PeerUnavailable("external_call_failed", f"{url}: HTTP {status}")
+        if status in (401, 403):
+            return PeerRefused("a2a_peer_unauthorized", f"{url}: HTTP {status}: the peer refused our credentials")
+        if 300 <= status < 400:
+            return PeerRefused("a2a_peer_redirected", f"{url}: HTTP {status}: redirects are never followed")
+        return PeerRefused("a2a_peer_error", f"{url}: HTTP {status}")
+
+    async def _call(self, ref: PeerRef, action: str, params: dict[str, Any]) -> Any:
+        method = _wire.METHODS[ref.version][action]
+        headers = {"A2A-Version": ref.version, "Content-Type": "application/json", "Accept": "application/json"}
+        await self._authorize(headers, ref.rpc_url, ref.credential)
+        body = orjson.dumps({"jsonrpc": "2.0", "id": new_id("rpc_"), "method": method, "params": params})
+        response = await self._request("POST", ref.rpc_url, headers, body)
+        try:
+            answer = orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            answer = None
+        if not isinstance(answer, dict) or ("result" not in answer and "error" not in answer):
+            raise (
+                self._http_error(response, ref.rpc_url)
+                if response.status_code != 200
+                else PeerRefused("a2a_peer_invalid_response", f"{ref.rpc_url}: {method} answered no JSON-RPC response")
+            )
+        error = answer.get("error")
+        if isinstance(error, dict):
+            code, message = error.get("code"), str(error.get("message", ""))[:500]
+            if code == _INTERNAL or response.status_code >= 500:
+                raise PeerUnavailable("external_call_failed", f"{method}: {message}")
+            if code == _TASK_NOT_FOUND:
+                raise PeerRefused("a2a_peer_task_not_found", f"{method}: the peer has no task {ref.task_id}: {message}")
+            if code == _NOT_CANCELABLE:
+                raise PeerRefused("a2a_peer_not_cancelable", f"{method}: {message}")
+            raise PeerRefused("a2a_peer_error", f"{method} failed ({code}): {message}")
+        return answer["result"]

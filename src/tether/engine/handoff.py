@@ -1,0 +1,344 @@
+"""Hand-offs in flight: each one follows its peer task until the node can finish, across restarts.
+
+A hand-off node (``vendor.tether.a2a-handoff``) does not run inside the run's driver: the
+driver records ``node.started`` and parks the run (it stays ``running``, its node in
+flight), and the follower here takes over. Its loop, per hand-off:
+
+1. no peer task recorded yet: send the message (its ``messageId`` derives from the node's
+   invocation, so a send repeated after a crash finds the same remote task), then record
+   the peer's task in the run's log (``a2a.handoff.accepted``) before anything else, and
+   ask the peer to push here;
+2. an answer owed to the peer (a local principal answered its mirrored question): forward
+   it, then record that it was (``a2a.handoff.replied``);
+3. read the peer task and apply the reverse projection (``tether.engine.reverse``);
+4. wait: for a push hint, a commit to the run (a cancel, an answer), or the next poll,
+   whichever comes first. Polls back off to ``poll_max``; a waiting hand-off is a sleeping
+   task: no request open, no CPU.
+
+A restart re-reads every hand-off at once (``notice`` on every unfinished run). Transport
+errors are retried with backoff until the node's deadline (its ``timeout``, else
+``give_up_after`` of failures in a row), then the node fails ``external_call_failed``.
+A run cancelled here cancels its peer task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tether import clock
+from tether.engine import events, reverse
+from tether.engine.batch import Batch
+from tether.engine.nodes import HANDOFF_ALIASES, HANDOFF_TYPE, CallPeer, Outcome
+from tether.engine.peer import PEER_TERMINAL, PeerError, PeerPort, PeerRef, PeerRefused, PeerTask, PeerUnavailable
+from tether.run_state import ErrorObject, RunSnapshot
+from tether.store.base import RunRow, Store
+from tether.types import TERMINAL
+
+__all__ = ["HANDOFF_TYPES", "HandoffSettings", "Handoffs", "handoff_id", "invocation_message_id"]
+
+log = logging.getLogger("tether.engine.handoff")
+
+HANDOFF_TYPES: Final = frozenset({HANDOFF_TYPE, *HANDOFF_ALIASES})
+_IN_FLIGHT: Final = frozenset({"running", "suspended"})
+_ENDING: Final = TERMINAL | {"cancelling"}
+
+Transition = Callable[[str, Callable[[RunRow, Batch], Any]], Awaitable[RunRow]]
+CallOf = Callable[[RunRow, str], Outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffSettings:
+    """How a hand-off follows its peer: poll back-off, and how long transport errors are borne."""
+
+    poll_min: float = 0.5
+    poll_max: float = 30.0
+    #: failures in a row for this long (seconds) fail the node, when it sets no timeout of its own
+    give_up_after: float = 900.0
+    #: test seam: awaited between the send and its record (a test kills the host there)
+    after_send: Callable[[], Awaitable[None]] | None = None
+
+
+def handoff_id(run_id: str, node_id: str) -> str:
+    """The public name of one hand-off (its push URL's path): stable, and revealing neither id."""
+    return hashlib.sha256(f"tether:handoff:v1\0{run_id}\0{node_id}".encode()).hexdigest()[:32]
+
+
+def invocation_message_id(run_id: str, node_id: str) -> str:
+    """The outbound ``messageId`` of a node's invocation: the same after any crash, so a peer sees one message.
+
+    A node runs at most once per run (the scheduler never re-enters a finished node), so
+    the run and node ids name the invocation.
+    """
+    return f"tether-{handoff_id(run_id, node_id)}"
+
+
+def handoff_record(state: RunSnapshot, node_id: str) -> dict[str, Any]:
+    """What the run's log holds of a hand-off's peer task (empty before the peer answered)."""
+    entry = state["nodeStates"].get(node_id)
+    return entry.get("handoff", {}) if entry is not None else {}
+
+
+def in_flight(state: RunSnapshot) -> list[str]:
+    """The hand-off nodes of a run that are started and not finished."""
+    return [
+        node_id
+        for node_id, entry in state["nodeStates"].items()
+        if entry.get("typeId") in HANDOFF_TYPES and entry["status"] in _IN_FLIGHT
+    ]
+
+
+class Handoffs:
+    """The followers of the hand-offs in flight on this host, one asyncio task each."""
+
+    def __init__(
+        self,
+        store: Store,
+        port: PeerPort | None,
+        *,
+        transition: Transition,
+        call_of: CallOf,
+        kick: Callable[[str], None],
+        settings: HandoffSettings | None = None,
+    ) -> None:
+        self._store = store
+        self._port = port
+        self._transition = transition
+        self._call_of = call_of
+        self._kick = kick
+        self._settings = settings or HandoffSettings()
+        self._followers: dict[str, asyncio.Task[None]] = {}
+        self._wakes: dict[str, asyncio.Event] = {}
+        self._by_run: dict[str, set[str]] = {}
+        self._subscribed: set[str] = set()
+        self._stopping = False
+
+    # who is followed --------------------------------------------------------------------------
+
+    def notice(self, row: RunRow) -> None:
+        """Follow every hand-off of ``row`` that is in flight (at start, when a driver parks a run)."""
+        if self._stopping or row.status in TERMINAL:
+            return
+        for node_id in in_flight(row.state):
+            self._follow(row.run_id, node_id)
+
+    def committed(self, run_id: str) -> None:
+        """A commit to ``run_id``: its followers re-read it now (a cancel, an answer to forward)."""
+        for hid in self._by_run.get(run_id, ()):
+            self.hint(hid)
+
+    def hint(self, hid: str) -> bool:
+        """A push said hand-off ``hid`` changed: its follower reads the peer task now. False if none here."""
+        wake = self._wakes.get(hid)
+        if wake is None:
+            return False
+        wake.set()
+        return True
+
+    def _follow(self, run_id: str, node_id: str) -> None:
+        hid = handoff_id(run_id, node_id)
+        task = self._followers.get(hid)
+        if task is not None and not task.done():
+            self.hint(hid)
+            return
+        self._wakes[hid] = asyncio.Event()
+        self._by_run.setdefault(run_id, set()).add(hid)
+        task = asyncio.create_task(self._run(run_id, node_id, hid), name=f"tether-handoff-{hid}")
+        self._followers[hid] = task
+        task.add_done_callback(lambda done: self._done(run_id, hid, done))
+
+    def _done(self, run_id: str, hid: str, task: asyncio.Task[None]) -> None:
+        if self._followers.get(hid) is task:
+            del self._followers[hid]
+            self._wakes.pop(hid, None)
+            hids = self._by_run.get(run_id)
+            if hids is not None:
+                hids.discard(hid)
+                if not hids:
+                    del self._by_run[run_id]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("hand-off %s: its follower failed; the next start resumes it", hid, exc_info=task.exception())
+
+    async def stop(self, grace: float = 5.0) -> None:
+        self._stopping = True
+        tasks = list(self._followers.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
+
+    # following one ------------------------------------------------------------------------------
+
+    async def _run(self, run_id: str, node_id: str, hid: str) -> None:
+        wake = self._wakes[hid]
+        pause = self._settings.poll_min
+        failing_since: float | None = None
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            wake.clear()
+            row = await self._store.get_run(run_id)
+            if row is None:
+                return
+            entry = row.state["nodeStates"].get(node_id)
+            record = handoff_record(row.state, node_id)
+            if entry is None or entry["status"] not in _IN_FLIGHT or row.status in _ENDING:
+                await self._cancel_peer(row, record)
+                return
+            outcome = self._call_of(row, node_id)
+            if not isinstance(outcome, CallPeer):  # the workflow changed under the run: nothing to follow
+                return
+            if self._port is None:
+                await self._fail(run_id, node_id, "a2a_peer_not_configured", "this host has no A2A client")
+                return
+            try:
+                changed = await self._step(row, node_id, hid, outcome, record)
+            except PeerRefused as refused:
+                await self._fail(run_id, node_id, refused.code, refused.message)
+                return
+            except PeerUnavailable as unavailable:
+                now = loop.time()
+                failing_since = now if failing_since is None else failing_since
+                if self._past_deadline(entry, outcome, now - failing_since):
+                    await self._fail(run_id, node_id, "external_call_failed", unavailable.message)
+                    return
+                log.info("hand-off %s: peer unavailable (%s); trying again in %.1f s", hid, unavailable, pause)
+                await self._wait(wake, pause)
+                pause = min(pause * 2, self._settings.poll_max)
+                continue
+            failing_since = None
+            if changed is None:  # the node finished
+                return
+            if changed:
+                pause = self._settings.poll_min
+                continue  # act on the new state at once (a reply to forward, a mirror to withdraw)
+            if self._past_deadline(entry, outcome, 0.0):
+                await self._fail(run_id, node_id, "node_timeout", f"node {node_id!r}: the peer did not finish in time")
+                return
+            await self._wait(wake, pause)
+            pause = min(pause * 2, self._settings.poll_max)
+
+    def _past_deadline(self, entry: Any, outcome: CallPeer, failing_for: float) -> bool:
+        if outcome.timeout_ms is not None and "startedAt" in entry:
+            elapsed = (clock.now() - clock.parse(entry["startedAt"])).total_seconds()
+            if elapsed * 1000 >= outcome.timeout_ms:
+                return True
+        return outcome.timeout_ms is None and failing_for >= self._settings.give_up_after
+
+    async def _wait(self, wake: asyncio.Event, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), seconds)
+
+    async def _step(
+        self, row: RunRow, node_id: str, hid: str, outcome: CallPeer, record: dict[str, Any]
+    ) -> bool | None:
+        """One look at the peer; True when the run changed, None when the node is finished."""
+        port = self._port
+        assert port is not None
+        if "taskId" not in record:
+            metadata = {"openwop": {"runId": row.run_id, "nodeId": node_id}}
+            message_id = invocation_message_id(row.run_id, node_id)
+            ref, task = await port.send(outcome.call, message_id=message_id, metadata=metadata)
+            if self._settings.after_send is not None:
+                await self._settings.after_send()
+
+            def accept(current: RunRow, batch: Batch) -> None:
+                if "taskId" not in handoff_record(current.state, node_id):
+                    batch.add(events.handoff_accepted(node_id, ref.as_record(), task.state))
+
+            await self._transition(row.run_id, accept)
+            await self._subscribe(port, ref, hid)
+            return await self._apply(row.run_id, node_id, task, ref)
+        ref = PeerRef.from_record(record)
+        pending = record.get("pendingReply")
+        if pending is not None:
+            index = int(pending["index"])
+            message_id = f"{invocation_message_id(row.run_id, node_id)}-reply-{index}"
+            metadata = {"openwop": {"runId": row.run_id, "nodeId": node_id, "decidedBy": pending.get("decidedBy")}}
+            await port.reply(ref, message_id=message_id, value=pending["value"], metadata=metadata)
+
+            def replied(current: RunRow, batch: Batch) -> None:
+                owed = handoff_record(current.state, node_id).get("pendingReply")
+                if owed is not None and owed.get("index") == index:
+                    batch.add(events.handoff_replied(node_id, index))
+
+            await self._transition(row.run_id, replied)
+        elif hid not in self._subscribed:  # after a restart: ask again (an idempotent config id at the peer)
+            await self._subscribe(port, ref, hid)
+        task = await port.get(ref)
+        return await self._apply(row.run_id, node_id, task, ref)
+
+    async def _subscribe(self, port: PeerPort, ref: PeerRef, hid: str) -> None:
+        """Ask the peer to push (once per hand-off per process start); a peer that will not is polled."""
+        self._subscribed.add(hid)
+        try:
+            pushed = await port.subscribe(ref, hid)
+        except PeerError as failed:
+            pushed = False
+            log.info("hand-off %s: the peer will not push (%s); polling it", hid, failed)
+        if not pushed:
+            log.info("hand-off %s: following task %s at %s by polling", hid, ref.task_id, ref.agent)
+
+    async def _apply(self, run_id: str, node_id: str, task: PeerTask, ref: PeerRef) -> bool | None:
+        """Apply the reverse projection; None when the node finished, else whether the run changed."""
+        result: dict[str, bool] = {"finished": False}
+
+        def decide(current: RunRow, batch: Batch) -> None:
+            entry = current.state["nodeStates"].get(node_id)
+            if entry is None or entry["status"] not in _IN_FLIGHT or current.status in TERMINAL:
+                result["finished"] = True
+                return
+            if current.status == "cancelling":
+                return
+            result["finished"] = reverse.project(batch, node_id, task, ref)
+
+        before = await self._store.get_run(run_id)
+        after = await self._transition(run_id, decide)
+        changed = before is None or after.last_sequence != before.last_sequence
+        if result["finished"]:
+            self._kick(run_id)
+            if task.state not in PEER_TERMINAL:
+                await self._cancel_peer(after, handoff_record(after.state, node_id))
+            return None
+        if changed:
+            self._kick(run_id)
+        return changed
+
+    async def _fail(self, run_id: str, node_id: str, code: str, message: str) -> None:
+        error: ErrorObject = {"code": code, "message": message}
+
+        def decide(current: RunRow, batch: Batch) -> None:
+            entry = current.state["nodeStates"].get(node_id)
+            if entry is None or entry["status"] not in _IN_FLIGHT or current.status in TERMINAL:
+                return
+            interrupt = current.state.get("interrupt")
+            if interrupt and interrupt["nodeId"] == node_id:
+                reverse.withdraw(batch, interrupt, "unknown")  # nobody can answer a peer that is gone
+            batch.add(events.node_failed(node_id, error))
+
+        await self._transition(run_id, decide)
+        self._kick(run_id)
+
+    async def _cancel_peer(self, row: RunRow, record: dict[str, Any]) -> None:
+        """The local run was cancelled (or the node ended otherwise) while the peer task goes on: cancel it."""
+        if self._port is None or "taskId" not in record or record.get("peerState") in PEER_TERMINAL:
+            return
+        if row.status not in ("cancelled", "cancelling"):
+            return
+        ref = PeerRef.from_record(record)
+        pause = self._settings.poll_min
+        for _ in range(5):
+            try:
+                await self._port.cancel(ref)
+                return
+            except PeerRefused as refused:
+                log.warning("could not cancel peer task %s at %s: %s", ref.task_id, ref.agent, refused)
+                return
+            except PeerUnavailable:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, self._settings.poll_max)
+        log.warning("gave up cancelling peer task %s at %s", ref.task_id, ref.agent)

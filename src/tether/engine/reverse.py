@@ -1,0 +1,165 @@
+"""The reverse projection: a peer's A2A task state becomes this run's state (a2a-integration §10.5).
+
+Pure: given the run as a ``Batch`` and the peer's task as read, add the events that make
+the local run say what the peer says. Peer ``submitted``/``working`` leave the node in
+flight; ``input-required`` mirrors the peer's question as a local interrupt (marked with a
+subkind, so it is never taken for a local gate); ``auth-required`` asks for credentials
+(drift #3); ``completed`` completes the node with the peer's artifacts, marked untrusted;
+``failed``/``canceled`` fail it with ``a2a_peer_terminal`` and ``rejected`` with
+``rejected_by_remote`` (drift #4). A mirrored question the peer has moved past is withdrawn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Final
+
+import orjson
+
+from tether import clock
+from tether.engine import events
+from tether.engine.batch import Batch
+from tether.engine.hitl import APPROVAL_ACTIONS
+from tether.engine.peer import PeerRef, PeerTask
+from tether.ids import new_id
+from tether.run_state import ErrorObject, InterruptKind, InterruptRecord
+
+__all__ = ["MIRROR_SUBKINDS", "ask_events", "peer_subkind", "project", "withdraw"]
+
+#: what marks an interrupt as a hand-off's mirror of its peer's question
+PEER_INPUT: Final = "a2a-peer-input"
+PEER_AUTH: Final = "auth"
+MIRROR_SUBKINDS: Final = frozenset({PEER_INPUT, PEER_AUTH})
+#: who withdraws a mirrored question the peer no longer asks
+WITHDRAWN_BY: Final = "a2a-peer"
+#: an error's message taken from a peer is cut to this many characters
+_MESSAGE_MAX = 2000
+
+
+def peer_subkind(interrupt: InterruptRecord | None) -> str | None:
+    """The mirror subkind of ``interrupt`` (approvals carry ``subkind``, clarifications ``contextType``)."""
+    if not interrupt:
+        return None
+    data = interrupt.get("data") or {}
+    value = data.get("subkind") if interrupt["kind"] == "approval" else data.get("contextType")
+    return value if value in MIRROR_SUBKINDS else None
+
+
+def ask_events(
+    batch: Batch,
+    node_id: str,
+    kind: InterruptKind,
+    data: dict[str, Any],
+    timeout_ms: int | None = None,
+    subkind: str | None = None,
+) -> None:
+    """Suspend ``node_id`` on an interrupt: the events every waiting node writes, a gate's or a mirror's."""
+    interrupt_id = new_id("int_")
+    count = sum(1 for r in batch.state.get("resolvedInterrupts", []) if r.get("nodeId") == node_id)
+    key = f"{batch.row.run_id}:{node_id}:{count}"
+    batch.add(events.node_suspended(node_id, interrupt_id, kind, key, subkind))
+    batch.add(events.interrupt_requested(node_id, kind, key, data, timeout_ms))
+    if kind == "approval":
+        batch.add(events.approval_requested(node_id, interrupt_id, data))
+    elif kind == "clarification":
+        batch.add(events.clarification_requested(node_id, interrupt_id, data["questions"]))
+
+
+def _fingerprint(task: PeerTask) -> str:
+    """Which question the peer asks: a new one replaces a mirror of the old."""
+    asked = orjson.dumps({"s": task.state, "i": task.interrupt, "m": task.message}, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(asked).hexdigest()[:16]
+
+
+def _text(value: Any, fallback: str) -> str:
+    return value[:_MESSAGE_MAX] if isinstance(value, str) and value.strip() else fallback
+
+
+def _mirror(batch: Batch, node_id: str, task: PeerTask, ref: PeerRef) -> None:
+    """Ask locally what the peer asks: an OpenWOP peer's approval stays an approval, the rest a clarification."""
+    carrier = task.interrupt or {}
+    source = {"agent": ref.agent, "taskId": ref.task_id, "contentTrust": "untrusted"}
+    if task.state == "auth-required":
+        question = _text(task.message, "The peer agent needs authentication to go on.")
+        data: dict[str, Any] = {"questions": [{"id": "auth", "question": question}], "contextType": PEER_AUTH}
+        ask_events(batch, node_id, "clarification", data, subkind=PEER_AUTH)
+        return
+    if carrier.get("kind") == "approval":
+        actions = [a for a in carrier.get("actions", []) if a in APPROVAL_ACTIONS] or ["accept", "reject"]
+        data = {
+            "artifactId": f"{ref.task_id}:{carrier.get('nodeId') or 'peer'}",
+            "artifactType": "a2a-peer-question",
+            "title": _text(carrier.get("title"), "The peer agent asks for a decision"),
+            "actions": actions,
+            "artifactData": {"peer": source, "message": task.message},
+            "subkind": PEER_INPUT,
+        }
+        if isinstance(carrier.get("description"), str):
+            data["description"] = carrier["description"][:_MESSAGE_MAX]
+        ask_events(batch, node_id, "approval", data, subkind=PEER_INPUT)
+        return
+    questions = [
+        {"id": q["id"], "question": _text(q.get("question"), q["id"])}
+        for q in carrier.get("questions", [])
+        if isinstance(q, dict) and isinstance(q.get("id"), str) and q["id"]
+    ]
+    if not questions:
+        questions = [{"id": "q1", "question": _text(task.message, "The peer agent needs more input.")}]
+    ask_events(batch, node_id, "clarification", {"questions": questions, "contextType": PEER_INPUT}, subkind=PEER_INPUT)
+
+
+def withdraw(batch: Batch, interrupt: InterruptRecord, peer_state: str) -> None:
+    """The peer moved on without our answer: the mirrored question goes, and the node is in flight again."""
+    node_id, interrupt_id = interrupt["nodeId"], interrupt["interruptId"]
+    value = {"withdrawn": True, "peerState": peer_state}
+    now = clock.now_iso()
+    batch.add(events.interrupt_resolved(node_id, interrupt_id, interrupt["kind"], value, WITHDRAWN_BY, resolved_at=now))
+    batch.add(events.node_resumed(node_id, interrupt_id, value))
+
+
+def _outputs(task: PeerTask, ref: PeerRef) -> dict[str, Any]:
+    """The node's outputs: the peer's state, task and artifacts, each marked as the peer's (untrusted)."""
+    source = {"agent": ref.agent, "taskId": ref.task_id}
+    artifacts = [{**a, "contentTrust": "untrusted", "source": source} for a in task.artifacts]
+    outputs: dict[str, Any] = {
+        "state": task.state,
+        "taskId": ref.task_id,
+        "contextId": ref.context_id,
+        "artifacts": artifacts,
+        "contentTrust": "untrusted",
+    }
+    if task.message is not None:
+        outputs["message"] = task.message
+    return outputs
+
+
+def _failure(task: PeerTask, ref: PeerRef) -> ErrorObject:
+    said = _text(task.message, f"the peer task ended {task.state}")
+    details = {"peerState": task.state, "taskId": ref.task_id, "agent": ref.agent, "contentTrust": "untrusted"}
+    if task.state == "rejected":
+        return {"code": "rejected_by_remote", "message": f"the peer rejected the task: {said}", "details": details}
+    return {"code": "a2a_peer_terminal", "message": f"the peer task ended {task.state}: {said}", "details": details}
+
+
+def project(batch: Batch, node_id: str, task: PeerTask, ref: PeerRef) -> bool:
+    """Add the events that bring the run in line with ``task``; True when the node is now finished."""
+    entry = batch.state["nodeStates"].get(node_id)
+    handoff: dict[str, Any] = entry.get("handoff", {}) if entry is not None else {}
+    interrupt = batch.state.get("interrupt")
+    mirrored = interrupt if interrupt and interrupt["nodeId"] == node_id and peer_subkind(interrupt) else None
+    asking = task.state in ("input-required", "auth-required")
+    fingerprint = _fingerprint(task) if asking else None
+    if mirrored is not None and (not asking or handoff.get("question") != fingerprint):
+        withdraw(batch, mirrored, task.state)
+        mirrored = None
+    if handoff.get("peerState") != task.state or (asking and handoff.get("question") != fingerprint):
+        batch.add(events.handoff_observed(node_id, task.state, fingerprint))
+    if task.state == "completed":
+        batch.add(events.node_completed(node_id, _outputs(task, ref)))
+        return True
+    if task.state in ("failed", "canceled", "rejected"):
+        batch.add(events.node_failed(node_id, _failure(task, ref)))
+        return True
+    if asking and mirrored is None and "pendingReply" not in handoff:
+        _mirror(batch, node_id, task, ref)
+    return False
