@@ -11,12 +11,11 @@ is stale is refused with -32010 and changes nothing. 1.0 callers never see the f
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from a2a_wire import WORKFLOWS, run_events, stream
+from a2a_wire import run_events, stream
 from a2a_wire10 import Frame10, iter_stream10, post10, result10, stream10, user10
 from backends import Hosts
 from harness import HostProcess, wait_until
@@ -159,19 +158,3 @@ def test_a_generation_is_the_same_after_a_restart(host: HostProcess, key: str) -
     assert again["generation"] == gated["generation"]
     done = result10(host.http(key), "SendMessage", {"message": _accept(gated["id"])}, version="1.1")["task"]
     assert int(done["generation"]) > int(gated["generation"])
-
-
-def test_two_hosts_on_one_database_agree_on_every_generation(
-    start_host: Hosts[InProcessHost], shared_database: str, tmp_path: Path
-) -> None:
-    args = ("--workflows", str(WORKFLOWS), "--secret-key-file", str(tmp_path / "shared.key"))
-    one = start_host(*args, name="one", database_url=shared_database)
-    two = start_host(*args, name="two", database_url=shared_database)
-    assert one.dev_key
-    first, second = one.http(one.dev_key), two.http(one.dev_key)
-    ids = []
-    for skill in ("multi-step", "approval-gated", "echo"):
-        ids.append(result10(first, "SendMessage", {"message": user10("x", skill=skill)}, version="1.1")["task"]["id"])
-    result10(second, "SendMessage", {"message": _accept(ids[1])}, version="1.1")
-    for task_id in ids:
-        assert _get11(first, task_id)["generation"] == _get11(second, task_id)["generation"], task_id
