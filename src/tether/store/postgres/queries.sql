@@ -30,10 +30,11 @@ ON CONFLICT (run_id) DO NOTHING
 RETURNING run_id;
 
 -- name: update_run
--- Compare-and-swap on the sequence the transition was decided on.
+-- Compare-and-swap on the sequence the transition was decided on; a terminal run takes no
+-- commit (terminal states absorb: a host that holds a terminal task answers it from memory).
 -- ($1 run_id, $2 status, $3 last_sequence, $4 state, $5 updated_at, $6 due_at, $7 expected_sequence)
 UPDATE runs SET status = $2, last_sequence = $3, state = $4, updated_at = $5, due_at = $6
-WHERE run_id = $1 AND last_sequence = $7;
+WHERE run_id = $1 AND last_sequence = $7 AND status NOT IN ('completed', 'failed', 'cancelled');
 
 -- name: insert_events
 -- Append events ($1 run ids, $2 sequences, $3 docs); the primary key refuses a duplicate sequence.
@@ -121,9 +122,10 @@ WHERE (r.status IN ('pending', 'running', 'cancelling')
   AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = r.run_id AND l.expires_at >= now())
 ORDER BY r.run_id LIMIT $2;
 
--- name: notify_run
--- Hint the other hosts (channel $1, payload $2 "<origin>:<run id>"); sent outside any write.
-SELECT pg_notify($1, $2);
+-- name: notify_runs
+-- Hint the other hosts (channel $1, payloads $2, each "<origin>:<run id>"), all in one
+-- statement; sent outside any write.
+SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload;
 
 -- name: keepalive
 -- Prove the listener's connection is still alive.
@@ -366,3 +368,83 @@ WITH inserted AS (
     INSERT INTO host_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING value
 )
 SELECT value FROM inserted UNION ALL SELECT value FROM host_settings WHERE name = $1 LIMIT 1;
+
+-- commits in one statement (_one_trip) ---------------------------------------------------
+
+-- name: commit_in_one
+-- A whole commit in one statement (run in its own implicit transaction, one round trip),
+-- for a commit that enqueues no delivery. Every write waits on one guard, checked first:
+-- the fence (locked, as check_fence), the idempotency key unclaimed, the messages not in the
+-- history yet, and nobody subscribed to the fan-outs (no webhook of the tenants $35, no push
+-- config of the tasks $36: a commit that would enqueue goes through the transaction). Then
+-- the run is created or compare-and-swapped; a terminal run takes no commit (terminal states
+-- absorb, and readers rely on it). Only the run's write can miss softly (written = 0); the
+-- writes behind it refuse a duplicate by a unique violation, which undoes the statement: a
+-- claim or a message that a concurrent commit slipped in after the guard's snapshot.
+-- Returns whether the guard held and whether the run was written.
+-- ($1..$9 the run's columns (run_id, tenant, workflow_id, status, last_sequence, state, created_at,
+--  updated_at, due_at), $10 expected_sequence or NULL to create; $11 fence owner or NULL, $12 epoch;
+--  $13..$20 the idempotency claim's columns, $13 NULL for none; events $21 run ids, $22 sequences,
+--  $23 docs; task records $24..$30; messages $31..$34; $35 tenants, $36 tasks: see above)
+WITH fence AS (
+    SELECT 1 FROM run_leases
+    WHERE $11::text IS NOT NULL AND run_id = $1::text AND owner = $11::text AND epoch = $12::bigint
+      AND expires_at >= now()
+    FOR UPDATE
+), guard AS (
+    SELECT 1
+    WHERE ($11::text IS NULL OR EXISTS (SELECT 1 FROM fence))
+      AND ($13::text IS NULL OR NOT EXISTS (SELECT 1 FROM idempotency
+                                            WHERE tenant = $13::text AND scope = $14::text AND key = $15::text))
+      AND NOT EXISTS (SELECT 1 FROM a2a_messages m
+                      JOIN unnest($31::text[], $32::text[]) AS n(task_id, message_id)
+                        ON m.task_id = n.task_id AND m.message_id = n.message_id)
+      AND NOT EXISTS (SELECT 1 FROM webhooks WHERE tenant = ANY($35::text[]))
+      AND NOT EXISTS (SELECT 1 FROM push_configs WHERE task_id = ANY($36::text[]))
+), created AS (
+    INSERT INTO runs (run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at)
+    SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, $6::bytea, $7::text, $8::text, $9::text
+    WHERE $10::bigint IS NULL AND EXISTS (SELECT 1 FROM guard)
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING run_id
+), updated AS (
+    UPDATE runs SET status = $4::text, last_sequence = $5::bigint, state = $6::bytea, updated_at = $8::text,
+                    due_at = $9::text
+    WHERE run_id = $1::text AND last_sequence = $10::bigint AND status NOT IN ('completed', 'failed', 'cancelled')
+      AND EXISTS (SELECT 1 FROM guard)
+    RETURNING run_id
+), written AS (
+    SELECT run_id FROM created UNION ALL SELECT run_id FROM updated
+), claimed AS (
+    INSERT INTO idempotency (tenant, scope, key, request_digest, run_id, status_code, body, created_at)
+    SELECT $13::text, $14::text, $15::text, $16::text, $17::text, $18::int, $19::bytea, $20::text
+    WHERE $13::text IS NOT NULL AND EXISTS (SELECT 1 FROM written)
+), events AS (
+    INSERT INTO run_events (run_id, sequence, doc)
+    SELECT * FROM unnest($21::text[], $22::bigint[], $23::bytea[]) WHERE EXISTS (SELECT 1 FROM written)
+), tasks AS (
+    INSERT INTO a2a_tasks (task_id, tenant, principal, context_id, record, updated_at, state)
+    SELECT * FROM unnest($24::text[], $25::text[], $26::text[], $27::text[], $28::bytea[], $29::text[], $30::text[])
+    WHERE EXISTS (SELECT 1 FROM written)
+    ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at, state = excluded.state
+), messages AS (
+    INSERT INTO a2a_messages (task_id, message_id, message, created_at)
+    SELECT * FROM unnest($31::text[], $32::text[], $33::bytea[], $34::text[]) WHERE EXISTS (SELECT 1 FROM written)
+)
+SELECT EXISTS (SELECT 1 FROM guard) AS guarded, EXISTS (SELECT 1 FROM written) AS written;
+
+-- name: current_tasks
+-- For each task ($1) and the run sequence this host holds of it ($2; -1 for none): the run's
+-- sequence now, and only where it differs, the task's record, run and history (one snapshot;
+-- a task without its run, or a run without a task, is not found).
+SELECT k.task_id, r.last_sequence, fresh.*
+FROM unnest($1::text[], $2::bigint[]) AS k(task_id, known)
+JOIN runs r ON r.run_id = k.task_id
+JOIN a2a_tasks t ON t.task_id = k.task_id
+LEFT JOIN LATERAL (
+    SELECT r.tenant, r.workflow_id, r.status, r.state, r.created_at, r.updated_at, r.due_at,
+           t.tenant AS task_tenant, t.principal, t.context_id, t.record, t.updated_at AS task_updated_at,
+           t.state AS task_state,
+           ARRAY(SELECT m.message FROM a2a_messages m WHERE m.task_id = k.task_id ORDER BY m.seq) AS history
+    WHERE r.last_sequence <> k.known
+) AS fresh ON TRUE;
