@@ -369,69 +369,100 @@ WITH inserted AS (
 )
 SELECT value FROM inserted UNION ALL SELECT value FROM host_settings WHERE name = $1 LIMIT 1;
 
--- commits in one statement (_one_trip) ---------------------------------------------------
+-- commits in one statement, many at a time (_group_commit) --------------------------------
 
--- name: commit_in_one
--- A whole commit in one statement (run in its own implicit transaction, one round trip),
--- for a commit that enqueues no delivery. Every write waits on one guard, checked first:
--- the fence (locked, as check_fence), the idempotency key unclaimed, the messages not in the
--- history yet, and nobody subscribed to the fan-outs (no webhook of the tenants $35, no push
--- config of the tasks $36: a commit that would enqueue goes through the transaction). Then
--- the run is created or compare-and-swapped; a terminal run takes no commit (terminal states
--- absorb, and readers rely on it). Only the run's write can miss softly (written = 0); the
--- writes behind it refuse a duplicate by a unique violation, which undoes the statement: a
--- claim or a message that a concurrent commit slipped in after the guard's snapshot.
--- Returns whether the guard held and whether the run was written.
--- ($1..$9 the run's columns (run_id, tenant, workflow_id, status, last_sequence, state, created_at,
---  updated_at, due_at), $10 expected_sequence or NULL to create; $11 fence owner or NULL, $12 epoch;
---  $13..$20 the idempotency claim's columns, $13 NULL for none; events $21 run ids, $22 sequences,
---  $23 docs; task records $24..$30; messages $31..$34; $35 tenants, $36 tasks: see above)
-WITH fence AS (
-    SELECT 1 FROM run_leases
-    WHERE $11::text IS NOT NULL AND run_id = $1::text AND owner = $11::text AND epoch = $12::bigint
-      AND expires_at >= now()
-    FOR UPDATE
-), guard AS (
-    SELECT 1
-    WHERE ($11::text IS NULL OR EXISTS (SELECT 1 FROM fence))
-      AND ($13::text IS NULL OR NOT EXISTS (SELECT 1 FROM idempotency
-                                            WHERE tenant = $13::text AND scope = $14::text AND key = $15::text))
-      AND NOT EXISTS (SELECT 1 FROM a2a_messages m
-                      JOIN unnest($31::text[], $32::text[]) AS n(task_id, message_id)
-                        ON m.task_id = n.task_id AND m.message_id = n.message_id)
-      AND NOT EXISTS (SELECT 1 FROM webhooks WHERE tenant = ANY($35::text[]))
-      AND NOT EXISTS (SELECT 1 FROM push_configs WHERE task_id = ANY($36::text[]))
+-- name: commit_group
+-- Many commits in one statement (in its own implicit transaction: one round trip, one WAL
+-- flush), for commits that enqueue no delivery; one commit per run. Each commit's writes
+-- wait on its own guard, checked first: its fence (locked, as check_fence), its idempotency
+-- key unclaimed, its messages not in the history yet, and nobody subscribed to its fan-outs
+-- (no webhook of its tenants, no push config of its tasks: a commit that would enqueue goes
+-- through the transaction). Then each run is created or compare-and-swapped; a terminal run
+-- takes no commit (terminal states absorb, and readers rely on it). Rows are locked in run id
+-- order, leases before runs, as every other writer does, so that batches of two hosts cannot
+-- deadlock. Only a run's write can miss softly; the writes behind it refuse a duplicate by a
+-- unique violation, which undoes the whole statement (a claim or a message that a concurrent
+-- commit slipped in after the guard's snapshot): its commits are then written one by one.
+-- Returns, per commit, whether its guard held and whether it was written.
+-- Arrays, one element per commit: $1..$9 the run's columns (run_id, tenant, workflow_id, status,
+-- last_sequence, state, created_at, updated_at, due_at), $10 expected_sequence (NULL: create),
+-- $11 fence owner (NULL: none), $12 epoch. Then rows, each led by the run id of its commit:
+-- claims $13..$21, events $22..$25, task records $26..$33, messages $34..$38, tenants whose
+-- webhooks must be none $39, $40, tasks whose push configs must be none $41, $42.
+WITH c AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bytea[], $7::text[],
+                         $8::text[], $9::text[], $10::bigint[], $11::text[], $12::bigint[])
+        AS c(run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at, expected,
+             fence_owner, fence_epoch)
+), claims AS (
+    SELECT * FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::int[],
+                         $20::bytea[], $21::text[])
+        AS k(owner, tenant, scope, key, request_digest, run_id, status_code, body, created_at)
+), messages AS (
+    SELECT * FROM unnest($34::text[], $35::text[], $36::text[], $37::bytea[], $38::text[])
+        AS n(owner, task_id, message_id, message, created_at)
+), fenced AS (
+    SELECT l.run_id FROM run_leases l JOIN c ON l.run_id = c.run_id AND l.owner = c.fence_owner AND l.epoch = c.fence_epoch
+    WHERE l.expires_at >= now()
+    ORDER BY l.run_id
+    FOR UPDATE OF l
+), ok AS (
+    SELECT c.run_id FROM c
+    WHERE (c.fence_owner IS NULL OR c.run_id IN (SELECT run_id FROM fenced))
+      AND NOT EXISTS (SELECT 1 FROM claims k JOIN idempotency i ON i.tenant = k.tenant AND i.scope = k.scope AND i.key = k.key
+                      WHERE k.owner = c.run_id)
+      AND NOT EXISTS (SELECT 1 FROM messages n JOIN a2a_messages m ON m.task_id = n.task_id AND m.message_id = n.message_id
+                      WHERE n.owner = c.run_id)
+      AND NOT EXISTS (SELECT 1 FROM unnest($39::text[], $40::text[]) AS q(owner, tenant) JOIN webhooks w ON w.tenant = q.tenant
+                      WHERE q.owner = c.run_id)
+      AND NOT EXISTS (SELECT 1 FROM unnest($41::text[], $42::text[]) AS q(owner, task_id)
+                      JOIN push_configs p ON p.task_id = q.task_id WHERE q.owner = c.run_id)
+), locked AS (
+    SELECT r.run_id FROM runs r JOIN c ON c.run_id = r.run_id
+    WHERE c.expected IS NOT NULL AND c.run_id IN (SELECT run_id FROM ok)
+    ORDER BY r.run_id
+    FOR UPDATE OF r
 ), created AS (
     INSERT INTO runs (run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at)
-    SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, $6::bytea, $7::text, $8::text, $9::text
-    WHERE $10::bigint IS NULL AND EXISTS (SELECT 1 FROM guard)
+    SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at FROM c
+    WHERE c.expected IS NULL AND c.run_id IN (SELECT run_id FROM ok)
+    ORDER BY c.run_id
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id
 ), updated AS (
-    UPDATE runs SET status = $4::text, last_sequence = $5::bigint, state = $6::bytea, updated_at = $8::text,
-                    due_at = $9::text
-    WHERE run_id = $1::text AND last_sequence = $10::bigint AND status NOT IN ('completed', 'failed', 'cancelled')
-      AND EXISTS (SELECT 1 FROM guard)
-    RETURNING run_id
+    UPDATE runs SET status = c.status, last_sequence = c.last_sequence, state = c.state, updated_at = c.updated_at,
+                    due_at = c.due_at
+    FROM c
+    WHERE runs.run_id = c.run_id AND runs.last_sequence = c.expected
+      AND runs.status NOT IN ('completed', 'failed', 'cancelled') AND c.run_id IN (SELECT run_id FROM locked)
+    RETURNING runs.run_id
 ), written AS (
     SELECT run_id FROM created UNION ALL SELECT run_id FROM updated
 ), claimed AS (
     INSERT INTO idempotency (tenant, scope, key, request_digest, run_id, status_code, body, created_at)
-    SELECT $13::text, $14::text, $15::text, $16::text, $17::text, $18::int, $19::bytea, $20::text
-    WHERE $13::text IS NOT NULL AND EXISTS (SELECT 1 FROM written)
+    SELECT tenant, scope, key, request_digest, run_id, status_code, body, created_at FROM claims
+    WHERE owner IN (SELECT run_id FROM written)
+    ORDER BY tenant, scope, key
 ), events AS (
     INSERT INTO run_events (run_id, sequence, doc)
-    SELECT * FROM unnest($21::text[], $22::bigint[], $23::bytea[]) WHERE EXISTS (SELECT 1 FROM written)
+    SELECT e.run_id, e.sequence, e.doc FROM unnest($22::text[], $23::text[], $24::bigint[], $25::bytea[])
+        AS e(owner, run_id, sequence, doc)
+    WHERE e.owner IN (SELECT run_id FROM written)
 ), tasks AS (
     INSERT INTO a2a_tasks (task_id, tenant, principal, context_id, record, updated_at, state)
-    SELECT * FROM unnest($24::text[], $25::text[], $26::text[], $27::text[], $28::bytea[], $29::text[], $30::text[])
-    WHERE EXISTS (SELECT 1 FROM written)
+    SELECT t.task_id, t.tenant, t.principal, t.context_id, t.record, t.updated_at, t.state
+    FROM unnest($26::text[], $27::text[], $28::text[], $29::text[], $30::text[], $31::bytea[], $32::text[], $33::text[])
+        AS t(owner, task_id, tenant, principal, context_id, record, updated_at, state)
+    WHERE t.owner IN (SELECT run_id FROM written)
+    ORDER BY t.task_id
     ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at, state = excluded.state
-), messages AS (
+), recorded AS (
     INSERT INTO a2a_messages (task_id, message_id, message, created_at)
-    SELECT * FROM unnest($31::text[], $32::text[], $33::bytea[], $34::text[]) WHERE EXISTS (SELECT 1 FROM written)
+    SELECT task_id, message_id, message, created_at FROM messages
+    WHERE owner IN (SELECT run_id FROM written)
 )
-SELECT EXISTS (SELECT 1 FROM guard) AS guarded, EXISTS (SELECT 1 FROM written) AS written;
+SELECT c.run_id, c.run_id IN (SELECT run_id FROM ok) AS guarded, c.run_id IN (SELECT run_id FROM written) AS written
+FROM c;
 
 -- name: current_tasks
 -- For each task ($1) and the run sequence this host holds of it ($2; -1 for none): the run's

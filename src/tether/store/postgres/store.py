@@ -45,9 +45,9 @@ from tether.store.base import (
     WebhookRow,
     WorkflowRow,
 )
-from tether.store.postgres import _one_trip as one_trip
 from tether.store.postgres._commit import Webhooks, claim_idempotency, write_extra
 from tether.store.postgres._driver import Q, as_record, as_records, asyncpg, rows_affected, store_errors
+from tether.store.postgres._group_commit import GroupCommit, Outcome, Rows, write_group
 from tether.store.postgres._listen import Listener, Notifier
 from tether.store.postgres._migrate import apply_migrations
 from tether.store.postgres._task_reads import TaskReads
@@ -94,6 +94,7 @@ class PostgresStore:
         self._notifier = Notifier(dsn, self.origin)
         self._listener = Listener(dsn, self.origin)
         self._tasks = TaskReads(self._current_tasks)
+        self._group = GroupCommit(self._write_group)
 
     def __repr__(self) -> str:
         return f"PostgresStore(origin={self.origin!r}, state={self._state})"
@@ -131,6 +132,7 @@ class PostgresStore:
         await self._listener.close()
         await self._notifier.close()
         await self._tasks.close()
+        await self._group.close()
         pool, self._pool = self._pool, None
         if pool is not None:
             try:
@@ -182,13 +184,13 @@ class PostgresStore:
     async def commit(self, commit: Commit) -> int:
         """Write a transition, all of it or nothing; returns how many deliveries it enqueued.
 
-        In one statement when it can (``_one_trip``), else in a transaction. Raises
+        In one statement with the commits that arrive meanwhile when it can
+        (``_group_commit``), else in a transaction of its own. Raises
         IdempotencyClaimed, LeaseLost or SequenceConflict, and then writes nothing.
         """
-        params = one_trip.parameters(commit)
-        if params is not None:
-            async with self._connection("committing a run") as conn:
-                outcome = await one_trip.write(conn, params)
+        rows = Rows.of(commit)
+        if rows is not None:
+            outcome = await self._group.commit(rows)
             if outcome == "conflict":
                 raise SequenceConflict(commit.run.run_id)
             if outcome == "written":
@@ -197,6 +199,10 @@ class PostgresStore:
         enqueued = await self._commit_in_transaction(commit)
         self._tasks.cache.committed(commit)
         return enqueued
+
+    async def _write_group(self, group: list[Rows]) -> list[Outcome]:
+        async with self._connection("committing runs") as conn:
+            return await write_group(conn, group)
 
     async def _commit_in_transaction(self, commit: Commit) -> int:
         """The commit step by step in one transaction: every refusal said precisely, any delivery enqueued."""
