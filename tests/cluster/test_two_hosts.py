@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from a2a_wire import WORKFLOWS, message, open_stream, run_events, send, wait_state
+from a2a_wire import WORKFLOWS, get_task, message, open_stream, run_events, send, wait_state
 from backends import Hosts
 from harness import HostProcess, create_key, wait_until
 from receiver import Receiver
@@ -116,3 +116,32 @@ def test_sigkill_mid_run_is_taken_over_once(
     )
     states = [json.loads(r.body)["status"]["state"] for r in receiver.requests]
     assert states == ["completed"], "one push, once"
+
+
+def test_a_reply_through_one_host_is_never_read_older_through_the_other(
+    start_process: Hosts[HostProcess], shared_database: str, tmp_path: Path
+) -> None:
+    """Read-your-writes across hosts, under concurrent writes: each client answers its task's
+    gate through host one and at once reads it through host two, which has read (and holds)
+    the task while it waited; the hint host one sends after its commit may come later."""
+    one, two, key = _pair(start_process, shared_database, tmp_path)
+    tasks = [send(one.http(key), message(f"draft {i}", skill="approval-gated"))["id"] for i in range(8)]
+    for task_id in tasks:
+        assert get_task(two.http(key), task_id)["status"]["state"] == "input-required"
+    stale: list[str] = []
+
+    def answer_then_read(task_id: str) -> None:
+        with one.client(key) as writer, two.client(key) as reader:
+            done = send(writer, message(data={"action": "accept"}, task_id=task_id))
+            assert done["status"]["state"] == "completed"
+            seen = get_task(reader, task_id, historyLength=10)
+            if seen["status"]["state"] != "completed" or len(seen.get("history", [])) != len(done.get("history", [])):
+                stale.append(f"{task_id}: read {seen['status']['state']} after writing completed")
+
+    threads = [threading.Thread(target=answer_then_read, args=(task_id,)) for task_id in tasks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert stale == []

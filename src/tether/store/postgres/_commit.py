@@ -17,9 +17,13 @@ from tether.store.base import (
     PushConfigRow,
     TaskMessage,
     TaskRecord,
+    WebhookRow,
 )
 from tether.store.fanout import targets as fanout_targets
 from tether.store.postgres._driver import Q, as_record, as_records, asyncpg
+
+#: each tenant's webhooks as one transaction read them: a commit's fan-outs read them once
+Webhooks = dict[str, list[WebhookRow]]
 
 
 async def claim_idempotency(conn: asyncpg.Connection, claim: IdempotencyRecord) -> None:
@@ -37,7 +41,7 @@ async def claim_idempotency(conn: asyncpg.Connection, claim: IdempotencyRecord) 
     raise IdempotencyClaimed(existing)
 
 
-async def write_extra(conn: asyncpg.Connection, extra: Extra, now: str) -> int:
+async def write_extra(conn: asyncpg.Connection, extra: Extra, now: str, webhooks: Webhooks) -> int:
     """Write one extra of a commit; returns how many deliveries it enqueued."""
     if isinstance(extra, TaskRecord):
         await conn.execute(Q["upsert_task"], *TASK.values(extra))
@@ -50,21 +54,28 @@ async def write_extra(conn: asyncpg.Connection, extra: Extra, now: str) -> int:
     elif isinstance(extra, PushConfigRow):
         await conn.execute(Q["upsert_push_config"], *PUSH_CONFIG.values(extra))
     elif isinstance(extra, Fanout):
-        return await fan_out(conn, extra, now)
+        return await fan_out(conn, extra, now, webhooks)
     else:
         raise TypeError(f"unknown commit extra {type(extra).__name__}")
     return 0
 
 
-async def fan_out(conn: asyncpg.Connection, fanout: Fanout, now: str) -> int:
-    """Insert one outbox row per subscriber that matches (inside the caller's transaction)."""
+async def fan_out(conn: asyncpg.Connection, fanout: Fanout, now: str, webhooks: Webhooks) -> int:
+    """Insert one outbox row per subscriber that matches (inside the caller's transaction).
+
+    ``webhooks``: the tenants' webhooks this transaction has read so far (a commit fans out
+    to webhooks once per event type, and read them as often before).
+    """
     configs: list[tuple[str, str]] = []
     if fanout.kind == "a2a-push":
         rows = await conn.fetch(Q["list_push_configs"], fanout.task_id)
         configs = [(config.config_id, config.url) for config in as_records(PUSH_CONFIG, "list_push_configs", rows)]
-    hooks = []
+    hooks: list[WebhookRow] = []
     if fanout.kind == "webhook":
-        hooks = as_records(WEBHOOK, "tenant_webhooks", await conn.fetch(Q["tenant_webhooks"], fanout.tenant))
+        if fanout.tenant not in webhooks:
+            rows = await conn.fetch(Q["tenant_webhooks"], fanout.tenant)
+            webhooks[fanout.tenant] = as_records(WEBHOOK, "tenant_webhooks", rows)
+        hooks = webhooks[fanout.tenant]
     found = fanout_targets(fanout, configs, hooks)
     if found:
         await conn.execute(

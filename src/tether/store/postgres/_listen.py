@@ -38,32 +38,61 @@ def decode_hint(payload: str) -> tuple[str, str]:
 
 
 class Notifier:
-    """Sends hints from one connection of its own, opened on the first hint."""
+    """Sends hints from one connection of its own, opened on the first hint.
+
+    Hints that arrive while one is being sent wait for it and then go out together, in one
+    statement (one round trip and one commit of the notifying transaction for all of them):
+    under load a host commits far faster than one connection can send a hint per commit,
+    and hints sent one by one queued up behind each other.
+    """
 
     def __init__(self, dsn: str, origin: str) -> None:
         self._dsn = dsn
         self._origin = origin
         self._conn: asyncpg.Connection | None = None
-        self._lock = asyncio.Lock()
+        #: the hints waiting for the next statement, by run id, and what they will be told
+        self._pending: dict[str, asyncio.Future[bool]] = {}
+        self._sending: asyncio.Task[None] | None = None
 
     async def send(self, run_id: str) -> bool:
         """Send one hint; returns False when it could not be sent (logged, not raised).
 
-        A hint that fails is retried once on a fresh connection; past that it is dropped,
-        because the commit it announces is already durable and the other hosts poll.
+        A batch that fails is retried once on a fresh connection; past that it is dropped,
+        because the commits it announces are already durable and the other hosts poll.
         """
-        payload = encode_hint(self._origin, run_id)
-        async with self._lock:
-            for attempt in (1, 2):
-                try:
-                    if self._conn is None or self._conn.is_closed():
-                        self._conn = await connect(self._dsn, "tether-notifier")
-                    await self._conn.execute(Q["notify_run"], CHANNEL, payload)
-                    return True
-                except _LISTEN_ERRORS as exc:
-                    self._drop()
-                    if attempt == 2:
-                        log.warning("could not announce run %s to the other hosts: %s", run_id, exc)
+        sent = self._pending.get(run_id)
+        if sent is None:
+            sent = self._pending[run_id] = asyncio.get_running_loop().create_future()
+        if self._sending is None:
+            self._sending = asyncio.create_task(self._send_pending(), name="tether-pg-notifier")
+        return await asyncio.shield(sent)
+
+    async def _send_pending(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, {}
+                ok = await self._send_batch([encode_hint(self._origin, run_id) for run_id in batch])
+                for future in batch.values():
+                    if not future.done():
+                        future.set_result(ok)
+        finally:
+            self._sending = None
+            for future in self._pending.values():  # cancelled while sending: nobody waits in vain
+                if not future.done():
+                    future.set_result(False)
+            self._pending = {}
+
+    async def _send_batch(self, payloads: list[str]) -> bool:
+        for attempt in (1, 2):
+            try:
+                if self._conn is None or self._conn.is_closed():
+                    self._conn = await connect(self._dsn, "tether-notifier")
+                await self._conn.execute(Q["notify_runs"], CHANNEL, payloads)
+                return True
+            except _LISTEN_ERRORS as exc:
+                self._drop()
+                if attempt == 2:
+                    log.warning("could not announce %d run(s) to the other hosts: %s", len(payloads), exc)
         return False
 
     def _drop(self) -> None:
@@ -72,13 +101,17 @@ class Notifier:
         self._conn = None
 
     async def close(self) -> None:
-        async with self._lock:
-            if self._conn is not None:
-                try:
-                    await asyncio.wait_for(self._conn.close(), 5.0)
-                except (*_LISTEN_ERRORS, TimeoutError):
-                    self._conn.terminate()
-                self._conn = None
+        sending, self._sending = self._sending, None
+        if sending is not None:
+            sending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sending
+        if self._conn is not None:
+            try:
+                await asyncio.wait_for(self._conn.close(), 5.0)
+            except (*_LISTEN_ERRORS, TimeoutError):
+                self._conn.terminate()
+            self._conn = None
 
 
 class Listener:

@@ -30,10 +30,11 @@ ON CONFLICT (run_id) DO NOTHING
 RETURNING run_id;
 
 -- name: update_run
--- Compare-and-swap on the sequence the transition was decided on.
+-- Compare-and-swap on the sequence the transition was decided on; a terminal run takes no
+-- commit (terminal states absorb: a host that holds a terminal task answers it from memory).
 -- ($1 run_id, $2 status, $3 last_sequence, $4 state, $5 updated_at, $6 due_at, $7 expected_sequence)
 UPDATE runs SET status = $2, last_sequence = $3, state = $4, updated_at = $5, due_at = $6
-WHERE run_id = $1 AND last_sequence = $7;
+WHERE run_id = $1 AND last_sequence = $7 AND status NOT IN ('completed', 'failed', 'cancelled');
 
 -- name: insert_events
 -- Append events ($1 run ids, $2 sequences, $3 docs); the primary key refuses a duplicate sequence.
@@ -121,9 +122,10 @@ WHERE (r.status IN ('pending', 'running', 'cancelling')
   AND NOT EXISTS (SELECT 1 FROM run_leases l WHERE l.run_id = r.run_id AND l.expires_at >= now())
 ORDER BY r.run_id LIMIT $2;
 
--- name: notify_run
--- Hint the other hosts (channel $1, payload $2 "<origin>:<run id>"); sent outside any write.
-SELECT pg_notify($1, $2);
+-- name: notify_runs
+-- Hint the other hosts (channel $1, payloads $2, each "<origin>:<run id>"), all in one
+-- statement; sent outside any write.
+SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload;
 
 -- name: keepalive
 -- Prove the listener's connection is still alive.
@@ -366,3 +368,114 @@ WITH inserted AS (
     INSERT INTO host_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING value
 )
 SELECT value FROM inserted UNION ALL SELECT value FROM host_settings WHERE name = $1 LIMIT 1;
+
+-- commits in one statement, many at a time (_group_commit) --------------------------------
+
+-- name: commit_group
+-- Many commits in one statement (in its own implicit transaction: one round trip, one WAL
+-- flush), for commits that enqueue no delivery; one commit per run. Each commit's writes
+-- wait on its own guard, checked first: its fence (locked, as check_fence), its idempotency
+-- key unclaimed, its messages not in the history yet, and nobody subscribed to its fan-outs
+-- (no webhook of its tenants, no push config of its tasks: a commit that would enqueue goes
+-- through the transaction). Then each run is created or compare-and-swapped; a terminal run
+-- takes no commit (terminal states absorb, and readers rely on it). Rows are locked in run id
+-- order, leases before runs, as every other writer does, so that batches of two hosts cannot
+-- deadlock. Only a run's write can miss softly; the writes behind it refuse a duplicate by a
+-- unique violation, which undoes the whole statement (a claim or a message that a concurrent
+-- commit slipped in after the guard's snapshot): its commits are then written one by one.
+-- Returns, per commit, whether its guard held and whether it was written.
+-- Arrays, one element per commit: $1..$9 the run's columns (run_id, tenant, workflow_id, status,
+-- last_sequence, state, created_at, updated_at, due_at), $10 expected_sequence (NULL: create),
+-- $11 fence owner (NULL: none), $12 epoch. Then rows, each led by the run id of its commit:
+-- claims $13..$21, events $22..$25, task records $26..$33, messages $34..$38, tenants whose
+-- webhooks must be none $39, $40, tasks whose push configs must be none $41, $42.
+WITH c AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bytea[], $7::text[],
+                         $8::text[], $9::text[], $10::bigint[], $11::text[], $12::bigint[])
+        AS c(run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at, expected,
+             fence_owner, fence_epoch)
+), claims AS (
+    SELECT * FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::int[],
+                         $20::bytea[], $21::text[])
+        AS k(owner, tenant, scope, key, request_digest, run_id, status_code, body, created_at)
+), messages AS (
+    SELECT * FROM unnest($34::text[], $35::text[], $36::text[], $37::bytea[], $38::text[])
+        AS n(owner, task_id, message_id, message, created_at)
+), fenced AS (
+    SELECT l.run_id FROM run_leases l JOIN c ON l.run_id = c.run_id AND l.owner = c.fence_owner AND l.epoch = c.fence_epoch
+    WHERE l.expires_at >= now()
+    ORDER BY l.run_id
+    FOR UPDATE OF l
+), ok AS (
+    SELECT c.run_id FROM c
+    WHERE (c.fence_owner IS NULL OR c.run_id IN (SELECT run_id FROM fenced))
+      AND NOT EXISTS (SELECT 1 FROM claims k JOIN idempotency i ON i.tenant = k.tenant AND i.scope = k.scope AND i.key = k.key
+                      WHERE k.owner = c.run_id)
+      AND NOT EXISTS (SELECT 1 FROM messages n JOIN a2a_messages m ON m.task_id = n.task_id AND m.message_id = n.message_id
+                      WHERE n.owner = c.run_id)
+      AND NOT EXISTS (SELECT 1 FROM unnest($39::text[], $40::text[]) AS q(owner, tenant) JOIN webhooks w ON w.tenant = q.tenant
+                      WHERE q.owner = c.run_id)
+      AND NOT EXISTS (SELECT 1 FROM unnest($41::text[], $42::text[]) AS q(owner, task_id)
+                      JOIN push_configs p ON p.task_id = q.task_id WHERE q.owner = c.run_id)
+), locked AS (
+    SELECT r.run_id FROM runs r JOIN c ON c.run_id = r.run_id
+    WHERE c.expected IS NOT NULL AND c.run_id IN (SELECT run_id FROM ok)
+    ORDER BY r.run_id
+    FOR UPDATE OF r
+), created AS (
+    INSERT INTO runs (run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at)
+    SELECT run_id, tenant, workflow_id, status, last_sequence, state, created_at, updated_at, due_at FROM c
+    WHERE c.expected IS NULL AND c.run_id IN (SELECT run_id FROM ok)
+    ORDER BY c.run_id
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING run_id
+), updated AS (
+    UPDATE runs SET status = c.status, last_sequence = c.last_sequence, state = c.state, updated_at = c.updated_at,
+                    due_at = c.due_at
+    FROM c
+    WHERE runs.run_id = c.run_id AND runs.last_sequence = c.expected
+      AND runs.status NOT IN ('completed', 'failed', 'cancelled') AND c.run_id IN (SELECT run_id FROM locked)
+    RETURNING runs.run_id
+), written AS (
+    SELECT run_id FROM created UNION ALL SELECT run_id FROM updated
+), claimed AS (
+    INSERT INTO idempotency (tenant, scope, key, request_digest, run_id, status_code, body, created_at)
+    SELECT tenant, scope, key, request_digest, run_id, status_code, body, created_at FROM claims
+    WHERE owner IN (SELECT run_id FROM written)
+    ORDER BY tenant, scope, key
+), events AS (
+    INSERT INTO run_events (run_id, sequence, doc)
+    SELECT e.run_id, e.sequence, e.doc FROM unnest($22::text[], $23::text[], $24::bigint[], $25::bytea[])
+        AS e(owner, run_id, sequence, doc)
+    WHERE e.owner IN (SELECT run_id FROM written)
+), tasks AS (
+    INSERT INTO a2a_tasks (task_id, tenant, principal, context_id, record, updated_at, state)
+    SELECT t.task_id, t.tenant, t.principal, t.context_id, t.record, t.updated_at, t.state
+    FROM unnest($26::text[], $27::text[], $28::text[], $29::text[], $30::text[], $31::bytea[], $32::text[], $33::text[])
+        AS t(owner, task_id, tenant, principal, context_id, record, updated_at, state)
+    WHERE t.owner IN (SELECT run_id FROM written)
+    ORDER BY t.task_id
+    ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at, state = excluded.state
+), recorded AS (
+    INSERT INTO a2a_messages (task_id, message_id, message, created_at)
+    SELECT task_id, message_id, message, created_at FROM messages
+    WHERE owner IN (SELECT run_id FROM written)
+)
+SELECT c.run_id, c.run_id IN (SELECT run_id FROM ok) AS guarded, c.run_id IN (SELECT run_id FROM written) AS written
+FROM c;
+
+-- name: current_tasks
+-- For each task ($1) and the run sequence this host holds of it ($2; -1 for none): the run's
+-- sequence now, and only where it differs, the task's record, run and history (one snapshot;
+-- a task without its run, or a run without a task, is not found).
+SELECT k.task_id, r.last_sequence, fresh.*
+FROM unnest($1::text[], $2::bigint[]) AS k(task_id, known)
+JOIN runs r ON r.run_id = k.task_id
+JOIN a2a_tasks t ON t.task_id = k.task_id
+LEFT JOIN LATERAL (
+    SELECT r.tenant, r.workflow_id, r.status, r.state, r.created_at, r.updated_at, r.due_at,
+           t.tenant AS task_tenant, t.principal, t.context_id, t.record, t.updated_at AS task_updated_at,
+           t.state AS task_state,
+           ARRAY(SELECT m.message FROM a2a_messages m WHERE m.task_id = k.task_id ORDER BY m.seq) AS history
+    WHERE r.last_sequence <> k.known
+) AS fresh ON TRUE;
