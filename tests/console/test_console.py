@@ -88,6 +88,9 @@ def test_phone_width_shows_the_list_and_a_waiting_run_in_one_column(
         expect(page.get_by_role("button", name="Accept", exact=True)).to_be_visible(timeout=TIMEOUT_MS)
         assert page.evaluate(overflow) <= 0, "the run page scrolls sideways on a phone"
         page.screenshot(path=screenshots / "waiting-run-phone.png", full_page=True)
+        page.get_by_role("region", name="Decision needed: Approve the draft").screenshot(
+            path=screenshots / "waiting-run-phone-decision.png"
+        )
     finally:
         context.close()
 
