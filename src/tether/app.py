@@ -39,6 +39,7 @@ from tether.a2a.surface import A2ASurface
 from tether.a2a.tasks import project_task_record
 from tether.a2a.v10 import push_body
 from tether.auth.keys import KeyVerifier, create_key
+from tether.console import router as console_router
 from tether.egress.service import build_egress
 from tether.engine.cluster import LeaseSettings
 from tether.engine.engine import Engine
@@ -251,6 +252,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
         events.router,
         interrupts.router,
         webhooks.router,
+        console_router,
         a2a_routes.router,
         handoff_router,
         a2a_seams.router if settings.enable_test_seams else a2a_seams.absent_router,
