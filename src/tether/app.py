@@ -32,7 +32,7 @@ from tether.a2a import routes as a2a_routes
 from tether.a2a import seams as a2a_seams
 from tether.a2a.capabilities import a2a_capabilities
 from tether.a2a.endpoint import RpcEndpoint
-from tether.a2a.peer import PeerClient, PushReceiver
+from tether.a2a.peer import OutboundCredentials, PeerClient, PushReceiver
 from tether.a2a.peer import router as handoff_router
 from tether.a2a.push import push_projector
 from tether.a2a.surface import A2ASurface
@@ -200,7 +200,12 @@ def build_app(settings: Settings) -> RpcEndpoint:
                 owner=owner,
                 leases=LeaseSettings(settings.lease_seconds),
                 # hand-off nodes reach other agents through the guarded egress client
-                peers=PeerClient(egress.client, host_key=key, public_url=settings.base_url),
+                peers=PeerClient(
+                    egress.client,
+                    host_key=key,
+                    public_url=settings.base_url,
+                    credentials=OutboundCredentials(store, egress.box),
+                ),
                 handoffs=HandoffSettings(poll_max=settings.handoff_poll_max_seconds, after_send=_pause_seam(settings)),
             )
             app.state.handoff_pushes = PushReceiver(key, engine.handoffs.hint)

@@ -20,7 +20,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from tether.store.base import KeyRow
+from tether.store.base import CredentialRow, KeyRow
 
 # Event types that end a run: once one is seen there is nothing more to wait for.
 TERMINAL_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"})
@@ -106,6 +106,22 @@ def keys_table(rows: Iterable[KeyRow], all_scopes: Collection[str] = ()) -> Tabl
             _cell(scopes_label(row.scopes, all_scopes)),
             _cell(when(row.created_at)),
             _cell(when(row.revoked_at) if row.revoked_at else "-"),
+        )
+    return table
+
+
+def credentials_table(rows: Iterable[CredentialRow]) -> Table:
+    """Name, origin, scheme, fingerprint, created. Never the secret: the fingerprint tells two apart."""
+    table = _table("Outbound credentials")
+    for column in ("name", "origin", "scheme", "fingerprint", "created"):
+        table.add_column(column, no_wrap=True)
+    for row in rows:
+        table.add_row(
+            _cell(row.name),
+            _cell(row.origin),
+            _cell(row.scheme),
+            _cell(row.secret_fingerprint),
+            _cell(when(row.created_at)),
         )
     return table
 
