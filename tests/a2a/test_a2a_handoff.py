@@ -10,6 +10,7 @@ Each test checks both event logs: one ``run.started`` per run, no node started t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from handoff_hosts import (
     start,
     until_status,
 )
-from harness import wait_until
+from harness import cli, wait_until
 from workflow_docs import node, workflow_doc
 
 #: what B's forge-decision skill answers: an artifact shaped like an approval resolution
@@ -113,13 +114,28 @@ def test_approve_on_b_completes_a_by_push(pair: Pair) -> None:
     assert len(b_runs(pair)) == 1
 
 
-def test_approve_on_a_reaches_b(pair: Pair) -> None:
-    """A's operator answers the mirrored question: the decision travels to B, B completes, then A."""
+def test_approve_on_a_reaches_b(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A's operator sees what A waits on and answers from the CLI: the decision travels to B, B completes, then A."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(pair.ca_file))  # the CLI trusts the test CA
+    on_a = ("--url", pair.a.url, "--key", pair.a_key)
     with pair.a_http() as a, pair.b_http() as b:
+        other = start(a, "echo", {"prompt": "not a hand-off"})
         run_id = start(a, "hand-approval", {"prompt": "Ship it"})
         until_status(a, run_id, "waiting-approval")
         task_id = peer_task(a, run_id)
-        approve(a, run_id, "peer")
+        shown = cli("runs", "get", run_id, *on_a, data_dir=pair.a.data_dir).stdout
+        assert "waiting on a peer at node 'peer'" in shown, shown
+        assert f"peer:        {pair.b_url}" in shown
+        assert f"remote task: {task_id}, A2A 1.0" in shown
+        assert "peer state:  input-required (since " in shown
+        last_read = shown.split("last read:", 1)[1].splitlines()[0].strip()
+        assert last_read[:2] == "20" and last_read.endswith("Z"), shown  # a time: A follows it
+        listed = cli("runs", "list", "--waiting-on-peer", "--json", *on_a, data_dir=pair.a.data_dir).stdout
+        assert [r["runId"] for r in json.loads(listed)] == [run_id]
+        table = cli("runs", "list", "--waiting-on-peer", *on_a, data_dir=pair.a.data_dir).stdout
+        assert run_id in table and other not in table and "approval @ peer" in table
+        assert a.get("/v1/runs", params={"waitingOn": "human"}).status_code == 400
+        cli("runs", "approve", run_id, *on_a, data_dir=pair.a.data_dir)
         done_b = until_status(b, task_id, "completed", "failed")
         assert done_b["status"] == "completed"
         b_docs = assert_clean(b, task_id)
@@ -131,6 +147,9 @@ def test_approve_on_a_reaches_b(pair: Pair) -> None:
         decided = [e for e in a_docs if e["type"] == "interrupt.resolved"]
         assert decided[0]["payload"]["resolvedBy"] != "a2a-peer", "a local principal decided"
         assert [e["payload"]["kind"] for e in a_docs if e["type"] == "log.appended"].count("a2a.handoff.replied") == 1
+        assert (
+            json.loads(cli("runs", "list", "--waiting-on-peer", "--json", *on_a, data_dir=pair.a.data_dir).stdout) == []
+        )
 
 
 def test_peer_question_surfaces_on_a_and_the_answer_completes_both(pair: Pair) -> None:

@@ -191,11 +191,26 @@ def interrupt_data(interrupt: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(data) if isinstance(data, dict) else {}
 
 
+def handoffs_in_flight(snapshot: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(node id, hand-off record) of each hand-off the run waits on: a node in flight that handed its task on."""
+    nodes = snapshot.get("nodeStates")
+    if not isinstance(nodes, dict):
+        return []
+    return [
+        (node_id, entry["handoff"])
+        for node_id, entry in nodes.items()
+        if isinstance(entry, dict)
+        and entry.get("status") in ("running", "suspended")
+        and isinstance(entry.get("handoff"), dict)
+    ]
+
+
 def waiting_for(snapshot: Mapping[str, Any]) -> str:
-    """``approval @ gate`` while a run is suspended, else empty."""
+    """``approval @ gate`` while a run is suspended, ``peer working @ node`` on a hand-off, else empty."""
     interrupt = snapshot.get("interrupt")
     if not isinstance(interrupt, dict):
-        return ""
+        peers = [f"peer {h.get('peerState') or 'unknown'} @ {node}" for node, h in handoffs_in_flight(snapshot)]
+        return ", ".join(peers)
     kind = interrupt.get("kind") or "interrupt"
     node = interrupt.get("nodeId") or snapshot.get("currentNodeId")
     return f"{kind} @ {node}" if node else str(kind)
@@ -232,6 +247,25 @@ def runs_table(runs: Iterable[Mapping[str, Any]]) -> Table:
 
 def _indent(text: str, prefix: str = "    ") -> list[str]:
     return [prefix + line for line in text.splitlines()]
+
+
+def _handoff_lines(node_id: str, handoff: Mapping[str, Any]) -> list[str]:
+    """Where a hand-off stands: whom it waits on, the remote task and its state, when it was last read."""
+    lines = [f"waiting on a peer at node {node_id!r}"]
+    lines.append(f"  peer:        {handoff.get('agent', '?')}")
+    if not handoff.get("taskId"):
+        lines.append("  remote task: not yet accepted by the peer")
+        return lines
+    version = f", A2A {handoff['version']}" if handoff.get("version") else ""
+    lines.append(f"  remote task: {handoff['taskId']}{version}")
+    state = handoff.get("peerState") or "unknown"
+    since = f" (since {when(handoff['observedAt'])})" if handoff.get("observedAt") else ""
+    lines.append(f"  peer state:  {state}{since}")
+    read = when(handoff["lastReadAt"]) if handoff.get("lastReadAt") else "not by the host that answered"
+    lines.append(f"  last read:   {read}")
+    if handoff.get("credential"):
+        lines.append(f"  credential:  {handoff['credential']}")
+    return lines
 
 
 def _interrupt_lines(run_id: str, interrupt: Mapping[str, Any]) -> list[str]:
@@ -283,6 +317,9 @@ def run_summary(snapshot: Mapping[str, Any]) -> str:
     if isinstance(interrupt, dict):
         lines.append("")
         lines += _interrupt_lines(run_id, interrupt)
+    for node_id, handoff in handoffs_in_flight(snapshot):
+        lines.append("")
+        lines += _handoff_lines(node_id, handoff)
     error = snapshot.get("error")
     if isinstance(error, dict):
         lines.append("")

@@ -516,6 +516,9 @@ def _run_path(run_id: str, *rest: str) -> str:
 @click.option("--workflow", "workflow_id", help="Only runs of this workflow id.")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
 @click.option("--cursor", help="Page on from a previous listing's cursor.")
+@click.option(
+    "--waiting-on-peer", is_flag=True, help="Only unfinished runs that wait on another agent (a hand-off in flight)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON array of RunSnapshots (for scripts).")
 @host_options
 def runs_list(
@@ -523,6 +526,7 @@ def runs_list(
     workflow_id: str | None,
     limit: int,
     cursor: str | None,
+    waiting_on_peer: bool,
     as_json: bool,
     url: str,
     key: str | None,
@@ -530,8 +534,11 @@ def runs_list(
     """The tenant's runs, newest first."""
     import json
 
+    query = {"status": status, "workflowId": workflow_id, "limit": limit, "cursor": cursor}
+    if waiting_on_peer:
+        query["waitingOn"] = "peer"
     with _client(url, key) as client:
-        body = client.get("/v1/runs", {"status": status, "workflowId": workflow_id, "limit": limit, "cursor": cursor})
+        body = client.get("/v1/runs", query)
     items = body.get("runs", []) if isinstance(body, dict) else []
     if as_json:
         click.echo(json.dumps(items, indent=2))
