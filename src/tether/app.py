@@ -44,6 +44,7 @@ from tether.engine.cluster import LeaseSettings
 from tether.engine.engine import Engine
 from tether.engine.follow import RunLogs
 from tether.engine.handoff import HandoffSettings
+from tether.engine.nodes import Handler, node_handlers
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_workflows
 from tether.engine.workflow import load_workflow_file
@@ -92,9 +93,14 @@ def host_identity(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
+def node_types(settings: Settings) -> dict[str, Handler]:
+    """The node types this host runs (the conformance hand-off names only with the seams and a peer)."""
+    return node_handlers(test_seams=settings.enable_test_seams, conformance_peer=settings.a2a_conformance_peer_url)
+
+
 async def load_registry(settings: Settings, store: Store) -> WorkflowRegistry:
     """Bundled workflows, then ``--workflows``, then fixtures seeded now or before."""
-    registry = WorkflowRegistry()
+    registry = WorkflowRegistry(frozenset(node_types(settings)))
     registry.add(bundled_workflows(), "bundled")
     if settings.workflows_dir is not None:
         registry.add(folder_workflows(settings.workflows_dir), "dir")
@@ -207,6 +213,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
                     credentials=OutboundCredentials(store, egress.box),
                 ),
                 handoffs=HandoffSettings(poll_max=settings.handoff_poll_max_seconds, after_send=_pause_seam(settings)),
+                handlers=node_types(settings),
             )
             app.state.handoff_pushes = PushReceiver(key, engine.handoffs.hint)
             verifier = KeyVerifier(store, settings.key_cache_seconds)

@@ -33,6 +33,18 @@ def free_port() -> int:
     return port
 
 
+def write_tls(folder: Path) -> tuple[Path, Path, Path]:
+    """A test CA and a certificate for 127.0.0.1 it signed: (CA file, certificate chain, key), as PEM files."""
+    ca = trustme.CA()
+    ca_file = folder / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    issued = ca.issue_cert("127.0.0.1")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    cert.write_bytes(b"".join(pem.bytes() for pem in issued.cert_chain_pems))
+    issued.private_key_pem.write_to_path(str(key))
+    return ca_file, cert, key
+
+
 class Pair:
     """Host A (hands off) and host B (the peer), with HTTPS clients that trust the test CA."""
 
@@ -46,16 +58,7 @@ class Pair:
         b_anonymous: bool = True,
         a_args: tuple[str, ...] = (),
     ) -> None:
-        ca = trustme.CA()
-        self.ca_file = folder / "ca.pem"
-        ca.cert_pem.write_to_path(str(self.ca_file))
-        cert = ca.issue_cert("127.0.0.1")
-        self.cert, self.key = folder / "cert.pem", folder / "key.pem"
-        cert.cert_chain_pems[0].write_to_path(str(self.cert))
-        for extra in cert.cert_chain_pems[1:]:
-            with open(self.cert, "ab") as f:
-                f.write(extra.bytes())
-        cert.private_key_pem.write_to_path(str(self.key))
+        self.ca_file, self.cert, self.key = write_tls(folder)
         tls = (
             "--tls-certfile",
             str(self.cert),

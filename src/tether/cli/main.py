@@ -261,6 +261,14 @@ def main() -> None:
     type=click.FloatRange(min=0.1),
     help="The longest a hand-off waits between reads of its peer's task (pushes wake it sooner).",
 )
+@click.option(
+    "--a2a-conformance-peer-url",
+    envvar="OPENWOP_A2A_CONFORMANCE_PEER_URL",
+    show_envvar=True,
+    metavar="URL",
+    help="With --enable-test-seams: the A2A peer the conformance hand-off nodes (core.conformance.a2a-invoke, "
+    "core.a2a.invoke) call; only then is the fixture conformance-a2a-task-roundtrip runnable and advertised.",
+)
 def serve(**params: Any) -> None:
     """Run the host until SIGTERM or Ctrl-C."""
     from tether.app import serve as run_host
