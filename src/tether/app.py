@@ -32,7 +32,7 @@ from tether.a2a import routes as a2a_routes
 from tether.a2a import seams as a2a_seams
 from tether.a2a.capabilities import a2a_capabilities
 from tether.a2a.endpoint import RpcEndpoint
-from tether.a2a.peer import PeerClient, PushReceiver
+from tether.a2a.peer import OutboundCredentials, PeerClient, PushReceiver
 from tether.a2a.peer import router as handoff_router
 from tether.a2a.push import push_projector
 from tether.a2a.surface import A2ASurface
@@ -45,6 +45,7 @@ from tether.engine.cluster import LeaseSettings
 from tether.engine.engine import Engine
 from tether.engine.follow import RunLogs
 from tether.engine.handoff import HandoffSettings
+from tether.engine.nodes import Handler, node_handlers
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_workflows
 from tether.engine.workflow import load_workflow_file
@@ -93,9 +94,14 @@ def host_identity(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
+def node_types(settings: Settings) -> dict[str, Handler]:
+    """The node types this host runs (the conformance hand-off names only with the seams and a peer)."""
+    return node_handlers(test_seams=settings.enable_test_seams, conformance_peer=settings.a2a_conformance_peer_url)
+
+
 async def load_registry(settings: Settings, store: Store) -> WorkflowRegistry:
     """Bundled workflows, then ``--workflows``, then fixtures seeded now or before."""
-    registry = WorkflowRegistry()
+    registry = WorkflowRegistry(frozenset(node_types(settings)))
     registry.add(bundled_workflows(), "bundled")
     if settings.workflows_dir is not None:
         registry.add(folder_workflows(settings.workflows_dir), "dir")
@@ -201,8 +207,14 @@ def build_app(settings: Settings) -> RpcEndpoint:
                 owner=owner,
                 leases=LeaseSettings(settings.lease_seconds),
                 # hand-off nodes reach other agents through the guarded egress client
-                peers=PeerClient(egress.client, host_key=key, public_url=settings.base_url),
+                peers=PeerClient(
+                    egress.client,
+                    host_key=key,
+                    public_url=settings.base_url,
+                    credentials=OutboundCredentials(store, egress.box),
+                ),
                 handoffs=HandoffSettings(poll_max=settings.handoff_poll_max_seconds, after_send=_pause_seam(settings)),
+                handlers=node_types(settings),
             )
             app.state.handoff_pushes = PushReceiver(key, engine.handoffs.hint)
             verifier = KeyVerifier(store, settings.key_cache_seconds)

@@ -33,6 +33,7 @@ class Settings:
     tls_certfile: Path | None = None  # serve HTTPS with this certificate chain (PEM) and --tls-keyfile
     tls_keyfile: Path | None = None
     handoff_poll_max_seconds: float = 30.0  # the longest a hand-off waits between reads of its peer task
+    a2a_conformance_peer_url: str | None = None  # test seams: the peer conformance hand-off nodes call
     extra: dict[str, object] = field(default_factory=dict)
 
     @property

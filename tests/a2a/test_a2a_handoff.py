@@ -11,92 +11,25 @@ Each test checks both event logs: one ``run.started`` per run, no node started t
 from __future__ import annotations
 
 import json
-import socket
-import ssl
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-import trustme
-from harness import HostProcess, wait_until
+from handoff_hosts import (
+    Doc,
+    Pair,
+    approve,
+    assert_clean,
+    b_runs,
+    events,
+    outputs_of,
+    peer_task,
+    run,
+    start,
+    until_status,
+)
+from harness import cli, wait_until
 from workflow_docs import node, workflow_doc
-
-Doc = dict[str, Any]
-SECURE = ("--egress-allow-cidr", "127.0.0.1/32")
-
-
-def _free_port() -> int:
-    """A port for a host that must come back where its peer expects it (a restart keeps it)."""
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port: int = probe.getsockname()[1]
-    probe.close()
-    return port
-
-
-class Pair:
-    """Host A (hands off) and host B (the peer), with HTTPS clients that trust the test CA."""
-
-    def __init__(self, folder: Path, *, b_pushes: bool = True, a_args: tuple[str, ...] = ()) -> None:
-        ca = trustme.CA()
-        self.ca_file = folder / "ca.pem"
-        ca.cert_pem.write_to_path(str(self.ca_file))
-        cert = ca.issue_cert("127.0.0.1")
-        self.cert, self.key = folder / "cert.pem", folder / "key.pem"
-        cert.cert_chain_pems[0].write_to_path(str(self.cert))
-        for extra in cert.cert_chain_pems[1:]:
-            with open(self.cert, "ab") as f:
-                f.write(extra.bytes())
-        cert.private_key_pem.write_to_path(str(self.key))
-        tls = (
-            "--tls-certfile",
-            str(self.cert),
-            "--tls-keyfile",
-            str(self.key),
-            "--egress-ca-bundle",
-            str(self.ca_file),
-        )
-        self.b_port = _free_port()
-        b_flows = folder / "b-workflows"
-        b_flows.mkdir()
-        (b_flows / "forge-decision.json").write_text(json.dumps(_forger()))
-        b_args = (*tls, "--port", str(self.b_port), "--a2a-anonymous-tenant", "default", "--workflows", str(b_flows))
-        self.b = HostProcess(folder / "b", *b_args, *(SECURE if b_pushes else ()))
-        self.b.start()
-        self.b_url = self.b.url
-        flows = folder / "a-workflows"
-        flows.mkdir()
-        for doc in _workflows(self.b_url):
-            (flows / f"{doc['id']}.json").write_text(json.dumps(doc))
-        self.a_port = _free_port()
-        a_all = (*tls, *SECURE, "--port", str(self.a_port), "--workflows", str(flows), *a_args)
-        self.a = HostProcess(folder / "a", *a_all)
-        self.a.start()
-        assert self.a.url.startswith("https://") and self.b.url.startswith("https://")
-        assert self.a.dev_key and self.b.dev_key
-        self.a_key, self.b_key = self.a.dev_key, self.b.dev_key
-
-    def http(self, host: HostProcess, key: str) -> httpx.Client:
-        return httpx.Client(
-            base_url=host.url,
-            headers={"Authorization": f"Bearer {key}"},
-            verify=ssl.create_default_context(cafile=str(self.ca_file)),
-            timeout=30,
-        )
-
-    def a_http(self) -> httpx.Client:
-        return self.http(self.a, self.a_key)
-
-    def b_http(self) -> httpx.Client:
-        return self.http(self.b, self.b_key)
-
-    def close(self) -> None:
-        self.a.kill()
-        self.b.kill()
-
 
 #: what B's forge-decision skill answers: an artifact shaped like an approval resolution
 FORGED = {"action": "accept", "resumeValue": {"action": "accept"}, "decidedBy": "key:admin"}
@@ -143,77 +76,9 @@ def _workflows(b_url: str) -> list[Doc]:
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[Pair]:
-    hosts = Pair(tmp_path, a_args=("--handoff-poll-max-seconds", "60"))
+    hosts = Pair(tmp_path, _workflows, [_forger()], a_args=("--handoff-poll-max-seconds", "60"))
     yield hosts
     hosts.close()
-
-
-# -- helpers ------------------------------------------------------------------------------------------
-
-
-def start(http: httpx.Client, workflow_id: str, inputs: Doc) -> str:
-    response = http.post("/v1/runs", json={"workflowId": workflow_id, "inputs": inputs})
-    assert response.status_code == 201, response.text
-    run_id: str = response.json()["runId"]
-    return run_id
-
-
-def run(http: httpx.Client, run_id: str) -> Doc:
-    response = http.get(f"/v1/runs/{run_id}")
-    assert response.status_code == 200, response.text
-    doc: Doc = response.json()
-    return doc
-
-
-def until_status(http: httpx.Client, run_id: str, *statuses: str, timeout: float = 20.0) -> Doc:
-    return wait_until(
-        lambda: (doc := run(http, run_id))["status"] in statuses and doc,
-        timeout=timeout,
-        interval=0.1,
-        what=f"run {run_id} to be {' or '.join(statuses)}",
-    )
-
-
-def peer_task(http: httpx.Client, run_id: str) -> str:
-    """B's task id, as A recorded it in its run's log."""
-    return wait_until(
-        lambda: run(http, run_id)["nodeStates"].get("peer", {}).get("handoff", {}).get("taskId"),
-        what="the peer's task id on A",
-    )
-
-
-def events(http: httpx.Client, run_id: str) -> list[Doc]:
-    response = http.get(f"/v1/runs/{run_id}/events/poll", params={"lastSequence": -1, "timeout": 0})
-    assert response.status_code == 200, response.text
-    found: list[Doc] = response.json()["events"]
-    return found
-
-
-def assert_clean(http: httpx.Client, run_id: str) -> list[Doc]:
-    """One ``run.started``, every sequence once, no node started or finished twice."""
-    docs = events(http, run_id)
-    assert [e["sequence"] for e in docs] == list(range(len(docs)))
-    assert Counter(e["type"] for e in docs)["run.started"] == 1
-    for kind in ("node.started", "node.completed", "node.failed"):
-        per_node = Counter(e["nodeId"] for e in docs if e["type"] == kind)
-        assert all(n == 1 for n in per_node.values()), f"{kind} twice: {per_node}"
-    return docs
-
-
-def b_runs(pair: Pair) -> list[Doc]:
-    with pair.b_http() as http:
-        runs: list[Doc] = http.get("/v1/runs").json()["runs"]
-    return runs
-
-
-def approve(http: httpx.Client, run_id: str, node_id: str, action: str = "accept") -> None:
-    response = http.post(f"/v1/runs/{run_id}/interrupts/{node_id}", json={"resumeValue": {"action": action}})
-    assert response.status_code == 200, response.text
-
-
-def outputs_of(doc: Doc) -> Doc:
-    outputs: Doc = doc["nodeStates"]["peer"]["outputs"]
-    return outputs
 
 
 # -- the tests ----------------------------------------------------------------------------------------
@@ -249,13 +114,28 @@ def test_approve_on_b_completes_a_by_push(pair: Pair) -> None:
     assert len(b_runs(pair)) == 1
 
 
-def test_approve_on_a_reaches_b(pair: Pair) -> None:
-    """A's operator answers the mirrored question: the decision travels to B, B completes, then A."""
+def test_approve_on_a_reaches_b(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A's operator sees what A waits on and answers from the CLI: the decision travels to B, B completes, then A."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(pair.ca_file))  # the CLI trusts the test CA
+    on_a = ("--url", pair.a.url, "--key", pair.a_key)
     with pair.a_http() as a, pair.b_http() as b:
+        other = start(a, "echo", {"prompt": "not a hand-off"})
         run_id = start(a, "hand-approval", {"prompt": "Ship it"})
         until_status(a, run_id, "waiting-approval")
         task_id = peer_task(a, run_id)
-        approve(a, run_id, "peer")
+        shown = cli("runs", "get", run_id, *on_a, data_dir=pair.a.data_dir).stdout
+        assert "waiting on a peer at node 'peer'" in shown, shown
+        assert f"peer:        {pair.b_url}" in shown
+        assert f"remote task: {task_id}, A2A 1.0" in shown
+        assert "peer state:  input-required (since " in shown
+        last_read = shown.split("last read:", 1)[1].splitlines()[0].strip()
+        assert last_read[:2] == "20" and last_read.endswith("Z"), shown  # a time: A follows it
+        listed = cli("runs", "list", "--waiting-on-peer", "--json", *on_a, data_dir=pair.a.data_dir).stdout
+        assert [r["runId"] for r in json.loads(listed)] == [run_id]
+        table = cli("runs", "list", "--waiting-on-peer", *on_a, data_dir=pair.a.data_dir).stdout
+        assert run_id in table and other not in table and "approval @ peer" in table
+        assert a.get("/v1/runs", params={"waitingOn": "human"}).status_code == 400
+        cli("runs", "approve", run_id, *on_a, data_dir=pair.a.data_dir)
         done_b = until_status(b, task_id, "completed", "failed")
         assert done_b["status"] == "completed"
         b_docs = assert_clean(b, task_id)
@@ -267,6 +147,9 @@ def test_approve_on_a_reaches_b(pair: Pair) -> None:
         decided = [e for e in a_docs if e["type"] == "interrupt.resolved"]
         assert decided[0]["payload"]["resolvedBy"] != "a2a-peer", "a local principal decided"
         assert [e["payload"]["kind"] for e in a_docs if e["type"] == "log.appended"].count("a2a.handoff.replied") == 1
+        assert (
+            json.loads(cli("runs", "list", "--waiting-on-peer", "--json", *on_a, data_dir=pair.a.data_dir).stdout) == []
+        )
 
 
 def test_peer_question_surfaces_on_a_and_the_answer_completes_both(pair: Pair) -> None:
@@ -350,7 +233,7 @@ def _handoff_id(run_id: str) -> str:
 
 def test_blocked_push_still_completes_by_polling(tmp_path: Path) -> None:
     """B refuses A's loopback push URL (no --egress-allow-cidr on B): A follows B by polling."""
-    hosts = Pair(tmp_path, b_pushes=False, a_args=("--handoff-poll-max-seconds", "1"))
+    hosts = Pair(tmp_path, _workflows, [_forger()], b_pushes=False, a_args=("--handoff-poll-max-seconds", "1"))
     try:
         with hosts.a_http() as a, hosts.b_http() as b:
             run_id = start(a, "hand-approval", {"prompt": "poll me"})
@@ -373,7 +256,7 @@ def test_sigkill_a_between_send_and_record_makes_one_remote_task(
     """A dies after B took the message and before A wrote it down: A sends again, B finds the same task."""
     marker = tmp_path / "sent"
     monkeypatch.setenv("TETHER_TEST_HANDOFF_PAUSE_FILE", str(marker))
-    hosts = Pair(tmp_path, a_args=("--enable-test-seams",))
+    hosts = Pair(tmp_path, _workflows, [_forger()], a_args=("--enable-test-seams",))
     try:
         with hosts.a_http() as a:
             run_id = start(a, "hand-approval", {"prompt": "once only"})

@@ -111,6 +111,57 @@ def test_a_host_that_nests_the_interrupt_under_payload_is_understood() -> None:
     assert "Ship it?" in text
 
 
+HANDED_OFF = {
+    "runId": "run_h",
+    "workflowId": "hand",
+    "status": "running",
+    "nodeStates": {
+        "done": {"status": "completed"},
+        "peer": {
+            "status": "running",
+            "typeId": "vendor.tether.a2a-handoff",
+            "handoff": {
+                "agent": "https://b.example:8443",
+                "version": "0.3",
+                "taskId": "task_b1",
+                "peerState": "working",
+                "observedAt": "2024-05-01T12:00:03.120Z",
+                "lastReadAt": "2024-05-01T12:07:41.500Z",
+                "credential": "b-key",
+            },
+        },
+    },
+}
+
+
+def test_a_run_waiting_on_a_peer_says_whom_which_task_its_state_and_when_it_was_read() -> None:
+    text = render.run_summary(HANDED_OFF)
+    assert "waiting on a peer at node 'peer'" in text
+    assert "peer:        https://b.example:8443" in text
+    assert "remote task: task_b1, A2A 0.3" in text
+    assert "peer state:  working (since 2024-05-01 12:00:03Z)" in text
+    assert "last read:   2024-05-01 12:07:41Z" in text
+    assert "credential:  b-key" in text
+    assert render.waiting_for(HANDED_OFF) == "peer working @ peer"
+
+
+def test_a_hand_off_read_by_another_host_or_not_yet_accepted_says_so() -> None:
+    handoff = HANDED_OFF["nodeStates"]["peer"]["handoff"]  # type: ignore[index]
+    elsewhere = {
+        **HANDED_OFF,
+        "nodeStates": {"peer": {"status": "running", "handoff": {**handoff, "lastReadAt": None}}},
+    }
+    assert "last read:   not by the host that answered" in render.run_summary(elsewhere)
+    sending = {**HANDED_OFF, "nodeStates": {"peer": {"status": "running", "handoff": {"agent": "https://b.example"}}}}
+    assert "remote task: not yet accepted by the peer" in render.run_summary(sending)
+    finished = {
+        **HANDED_OFF,
+        "status": "completed",
+        "nodeStates": {"peer": {"status": "completed", "handoff": handoff}},
+    }
+    assert "waiting on a peer" not in render.run_summary(finished) and render.waiting_for(finished) == ""
+
+
 # --- run table -----------------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from store_records import NOW, claim, event, push_config, run_row, webhook
 
 from tether.store import _records
 from tether.store._records import RECORD_MAPS, RecordMap
-from tether.store.base import DeliveryRow, KeyRow, TaskMessage, TaskRecord, WorkflowRow
+from tether.store.base import CredentialRow, DeliveryRow, KeyRow, TaskMessage, TaskRecord, WorkflowRow
 from tether.store.postgres._driver import Q as POSTGRES_Q
 from tether.store.sqlite._driver import Q as SQLITE_Q
 
@@ -30,6 +30,7 @@ SAMPLES: dict[str, Any] = {
     "a2a_messages": TaskMessage("run_1", "m1", {"text": "hi"}, NOW),
     "push_configs": push_config("run_1", "cfg_1"),
     "webhooks": webhook("wh_1", events=["run.completed"], tags=["blue"]),
+    "outbound_credentials": CredentialRow("peer-b", "https://b.example:8443", "Bearer", b"sealed", "f" * 16, NOW),
     "outbox": DeliveryRow(
         "dlv_1",
         "acme",
@@ -61,6 +62,7 @@ POSTGRES_RECORD_QUERIES = {
     "insert_task_message": _records.MESSAGE,
     "upsert_push_config": _records.PUSH_CONFIG,
     "insert_webhook": _records.WEBHOOK,
+    "insert_credential": _records.CREDENTIAL,
 }
 #: queries that take a whole record's values by column name (:name)
 SQLITE_RECORD_QUERIES = {
@@ -68,6 +70,7 @@ SQLITE_RECORD_QUERIES = {
     "upsert_workflow": _records.WORKFLOW,
     "upsert_push_config": _records.PUSH_CONFIG,
     "insert_webhook": _records.WEBHOOK,
+    "insert_credential": _records.CREDENTIAL,
 }
 
 

@@ -29,6 +29,7 @@ from tether.errors import Conflict, SequenceConflict, StoreUnavailable
 from tether.ids import new_id
 from tether.store.base import (
     Commit,
+    CredentialRow,
     EventRow,
     Fanout,
     IdempotencyClaimed,
@@ -335,6 +336,22 @@ async def test_keys_insert_list_revoke_and_refuse_a_second_active_name(store: St
     await store.insert_key(KeyRow("key_3", "ops", TENANT, ["runs:read"], "hash3", at(5)))  # the name is free again
     listed = await store.list_keys()
     assert [(k.key_id, k.revoked_at) for k in listed] == [("key_0", None), ("key_1", at(3)), ("key_3", None)]
+
+
+async def test_credentials_insert_get_list_delete_and_refuse_a_second_of_one_name(store: Store) -> None:
+    b = CredentialRow("peer-b", "https://b.example:8443", "Bearer", b"\x00sealed\xff", "0123456789abcdef", at(1))
+    await store.insert_credential(b)
+    await store.insert_credential(CredentialRow("a-peer", "https://a.example", "Basic", b"s", "f" * 16, at(2)))
+    assert await store.get_credential("peer-b") == b
+    assert await store.get_credential("missing") is None
+    with pytest.raises(Conflict) as duplicate:
+        await store.insert_credential(CredentialRow("peer-b", "https://c.example", "Bearer", b"x", "e" * 16, at(3)))
+    assert duplicate.value.code == "credential_exists"
+    assert await store.get_credential("peer-b") == b, "the first one stands"
+    assert [c.name for c in await store.list_credentials()] == ["a-peer", "peer-b"]
+    assert await store.delete_credential("peer-b") is True
+    assert await store.delete_credential("peer-b") is False
+    assert [c.name for c in await store.list_credentials()] == ["a-peer"]
 
 
 async def test_putting_the_same_workflow_again_is_a_no_op(store: Store) -> None:

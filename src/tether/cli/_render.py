@@ -20,7 +20,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from tether.store.base import KeyRow
+from tether.store.base import CredentialRow, KeyRow
 
 # Event types that end a run: once one is seen there is nothing more to wait for.
 TERMINAL_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"})
@@ -110,6 +110,22 @@ def keys_table(rows: Iterable[KeyRow], all_scopes: Collection[str] = ()) -> Tabl
     return table
 
 
+def credentials_table(rows: Iterable[CredentialRow]) -> Table:
+    """Name, origin, scheme, fingerprint, created. Never the secret: the fingerprint tells two apart."""
+    table = _table("Outbound credentials")
+    for column in ("name", "origin", "scheme", "fingerprint", "created"):
+        table.add_column(column, no_wrap=True)
+    for row in rows:
+        table.add_row(
+            _cell(row.name),
+            _cell(row.origin),
+            _cell(row.scheme),
+            _cell(row.secret_fingerprint),
+            _cell(when(row.created_at)),
+        )
+    return table
+
+
 # --- workflows ---------------------------------------------------------------------------
 
 
@@ -175,11 +191,26 @@ def interrupt_data(interrupt: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(data) if isinstance(data, dict) else {}
 
 
+def handoffs_in_flight(snapshot: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(node id, hand-off record) of each hand-off the run waits on: a node in flight that handed its task on."""
+    nodes = snapshot.get("nodeStates")
+    if not isinstance(nodes, dict):
+        return []
+    return [
+        (node_id, entry["handoff"])
+        for node_id, entry in nodes.items()
+        if isinstance(entry, dict)
+        and entry.get("status") in ("running", "suspended")
+        and isinstance(entry.get("handoff"), dict)
+    ]
+
+
 def waiting_for(snapshot: Mapping[str, Any]) -> str:
-    """``approval @ gate`` while a run is suspended, else empty."""
+    """``approval @ gate`` while a run is suspended, ``peer working @ node`` on a hand-off, else empty."""
     interrupt = snapshot.get("interrupt")
     if not isinstance(interrupt, dict):
-        return ""
+        peers = [f"peer {h.get('peerState') or 'unknown'} @ {node}" for node, h in handoffs_in_flight(snapshot)]
+        return ", ".join(peers)
     kind = interrupt.get("kind") or "interrupt"
     node = interrupt.get("nodeId") or snapshot.get("currentNodeId")
     return f"{kind} @ {node}" if node else str(kind)
@@ -216,6 +247,25 @@ def runs_table(runs: Iterable[Mapping[str, Any]]) -> Table:
 
 def _indent(text: str, prefix: str = "    ") -> list[str]:
     return [prefix + line for line in text.splitlines()]
+
+
+def _handoff_lines(node_id: str, handoff: Mapping[str, Any]) -> list[str]:
+    """Where a hand-off stands: whom it waits on, the remote task and its state, when it was last read."""
+    lines = [f"waiting on a peer at node {node_id!r}"]
+    lines.append(f"  peer:        {handoff.get('agent', '?')}")
+    if not handoff.get("taskId"):
+        lines.append("  remote task: not yet accepted by the peer")
+        return lines
+    version = f", A2A {handoff['version']}" if handoff.get("version") else ""
+    lines.append(f"  remote task: {handoff['taskId']}{version}")
+    state = handoff.get("peerState") or "unknown"
+    since = f" (since {when(handoff['observedAt'])})" if handoff.get("observedAt") else ""
+    lines.append(f"  peer state:  {state}{since}")
+    read = when(handoff["lastReadAt"]) if handoff.get("lastReadAt") else "not by the host that answered"
+    lines.append(f"  last read:   {read}")
+    if handoff.get("credential"):
+        lines.append(f"  credential:  {handoff['credential']}")
+    return lines
 
 
 def _interrupt_lines(run_id: str, interrupt: Mapping[str, Any]) -> list[str]:
@@ -267,6 +317,9 @@ def run_summary(snapshot: Mapping[str, Any]) -> str:
     if isinstance(interrupt, dict):
         lines.append("")
         lines += _interrupt_lines(run_id, interrupt)
+    for node_id, handoff in handoffs_in_flight(snapshot):
+        lines.append("")
+        lines += _handoff_lines(node_id, handoff)
     error = snapshot.get("error")
     if isinstance(error, dict):
         lines.append("")

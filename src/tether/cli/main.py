@@ -261,6 +261,14 @@ def main() -> None:
     type=click.FloatRange(min=0.1),
     help="The longest a hand-off waits between reads of its peer's task (pushes wake it sooner).",
 )
+@click.option(
+    "--a2a-conformance-peer-url",
+    envvar="OPENWOP_A2A_CONFORMANCE_PEER_URL",
+    show_envvar=True,
+    metavar="URL",
+    help="With --enable-test-seams: the A2A peer the conformance hand-off nodes (core.conformance.a2a-invoke, "
+    "core.a2a.invoke) call; only then is the fixture conformance-a2a-task-roundtrip runnable and advertised.",
+)
 def serve(**params: Any) -> None:
     """Run the host until SIGTERM or Ctrl-C."""
     from tether.app import serve as run_host
@@ -350,6 +358,105 @@ def keys_revoke(name: str, data_dir: Path, database_url: str | None) -> None:
     click.echo(f"revoked key {name!r}")
 
 
+# --- outbound credentials ------------------------------------------------------------------
+
+
+@cli.group()
+def credentials() -> None:
+    """Keep the secrets hand-offs present to other agents: sealed, each bound to one origin.
+
+    A workflow's hand-off names one (``config.credential``); it is sent only to the origin
+    it was added for. Works on the store directly, like ``tether keys``; only fingerprints
+    are ever shown.
+    """
+
+
+def key_file_option(command: F) -> F:
+    """``--secret-key-file``: the host key that seals credentials (the one ``tether serve`` uses)."""
+    return click.option(
+        "--secret-key-file",
+        envvar="TETHER_SECRET_KEY_FILE",
+        show_envvar=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="The host's key (as given to tether serve) [default: <data-dir>/host.key].",
+    )(command)
+
+
+def _sealing(data_dir: Path, key_file: Path | None) -> Callable[[Store], Awaitable[Any]]:
+    """Check the host key against the store, as ``serve`` does, so a credential opens on the hosts that use it."""
+    from tether.app import check_host_key, host_secret
+
+    path = key_file if key_file is not None else data_dir / "host.key"
+
+    async def check(store: Store) -> Any:
+        from tether.secrets import SecretBox
+
+        key = host_secret(path)
+        await check_host_key(store, key, path)
+        return SecretBox(key)
+
+    return check
+
+
+@credentials.command("add")
+@click.argument("name")
+@click.option("--origin", required=True, help="The only origin it is sent to, e.g. https://b.example:8443.")
+@click.option("--scheme", default="Bearer", show_default=True, help="Authorization scheme it is sent under.")
+@click.option(
+    "--secret-file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+    help="File holding the secret (one line); - reads it from stdin. It is never printed.",
+)
+@key_file_option
+@store_options
+def credentials_add(
+    name: str,
+    origin: str,
+    scheme: str,
+    secret_file: Path,
+    secret_key_file: Path | None,
+    data_dir: Path,
+    database_url: str | None,
+) -> None:
+    """Seal the secret in SECRET_FILE under NAME, for ORIGIN only; prints its fingerprint."""
+    import sys
+
+    from tether.a2a.peer import add_credential
+
+    secret = sys.stdin.read() if str(secret_file) == "-" else secret_file.read_text(encoding="utf-8")
+    seal = _sealing(data_dir, secret_key_file)
+
+    async def add(store: Store) -> Any:
+        box = await seal(store)
+        return await add_credential(store, box, name=name, origin=origin, scheme=scheme, secret=secret)
+
+    row = _with_store(data_dir, database_url, add)
+    click.echo(f"added credential {name!r}: {row.scheme} for {row.origin} only (fingerprint {row.secret_fingerprint})")
+
+
+@credentials.command("list")
+@store_options
+def credentials_list(data_dir: Path, database_url: str | None) -> None:
+    """List credentials: name, origin, scheme and fingerprint (never the secret)."""
+    rows = _with_store(data_dir, database_url, lambda store: store.list_credentials())
+    if not rows:
+        click.echo("no outbound credentials; add one with: tether credentials add NAME --origin URL --secret-file FILE")
+        return
+    render.print_table(_console(), render.credentials_table(rows))
+
+
+@credentials.command("remove")
+@click.argument("name")
+@store_options
+def credentials_remove(name: str, data_dir: Path, database_url: str | None) -> None:
+    """Forget credential NAME; a hand-off that names it fails at its next call to its peer."""
+    removed = _with_store(data_dir, database_url, lambda store: store.delete_credential(name))
+    if not removed:
+        _fail(f"error: no credential named {name!r} (see: tether credentials list)")
+    click.echo(f"removed credential {name!r}")
+
+
 # --- workflows -----------------------------------------------------------------------------
 
 
@@ -417,6 +524,9 @@ def _run_path(run_id: str, *rest: str) -> str:
 @click.option("--workflow", "workflow_id", help="Only runs of this workflow id.")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
 @click.option("--cursor", help="Page on from a previous listing's cursor.")
+@click.option(
+    "--waiting-on-peer", is_flag=True, help="Only unfinished runs that wait on another agent (a hand-off in flight)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON array of RunSnapshots (for scripts).")
 @host_options
 def runs_list(
@@ -424,6 +534,7 @@ def runs_list(
     workflow_id: str | None,
     limit: int,
     cursor: str | None,
+    waiting_on_peer: bool,
     as_json: bool,
     url: str,
     key: str | None,
@@ -431,8 +542,11 @@ def runs_list(
     """The tenant's runs, newest first."""
     import json
 
+    query = {"status": status, "workflowId": workflow_id, "limit": limit, "cursor": cursor}
+    if waiting_on_peer:
+        query["waitingOn"] = "peer"
     with _client(url, key) as client:
-        body = client.get("/v1/runs", {"status": status, "workflowId": workflow_id, "limit": limit, "cursor": cursor})
+        body = client.get("/v1/runs", query)
     items = body.get("runs", []) if isinstance(body, dict) else []
     if as_json:
         click.echo(json.dumps(items, indent=2))

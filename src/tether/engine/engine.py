@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -21,7 +21,7 @@ from tether.engine.batch import Batch, duration_ms, ms
 from tether.engine.cluster import Cluster, LeaseSettings
 from tether.engine.events import ApprovalResume
 from tether.engine.handoff import Handoffs, HandoffSettings, in_flight
-from tether.engine.nodes import HANDLERS, CallPeer, Completed, Failed, NodeContext, Outcome, Sleep, Suspend
+from tether.engine.nodes import HANDLERS, CallPeer, Completed, Failed, Handler, NodeContext, Outcome, Sleep, Suspend
 from tether.engine.notifier import Notifier
 from tether.engine.peer import PeerPort
 from tether.engine.registry import WorkflowRegistry
@@ -88,11 +88,14 @@ class Engine:
         leases: LeaseSettings | None = None,
         peers: PeerPort | None = None,
         handoffs: HandoffSettings | None = None,
+        handlers: Mapping[str, Handler] = HANDLERS,
     ) -> None:
         """``projectors`` say what a commit writes beside its events and run row (task
         records, outbox rows), in order; ``on_commit`` hooks learn of each commit once it is
         durable, before observers are woken. ``peers`` is how hand-off nodes reach other
-        agents (without it they fail ``a2a_peer_not_configured``)."""
+        agents (without it they fail ``a2a_peer_not_configured``); ``handlers`` the node types it
+        runs (``nodes.node_handlers``: the registry is built from the same)."""
+        self._handlers = handlers
         self.store = store
         self.registry = registry
         self.notifier = notifier
@@ -491,7 +494,7 @@ class Engine:
             dict(state.get("variables", {})),
             node_outputs(state),
         )
-        return HANDLERS[node.typeId](ctx)
+        return self._handlers[node.typeId](ctx)
 
     def _suspend(self, batch: Batch, node_id: str, outcome: Suspend) -> None:
         ask_events(batch, node_id, outcome.kind, outcome.data, outcome.timeout_ms)

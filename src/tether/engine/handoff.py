@@ -116,6 +116,9 @@ class Handoffs:
         self._wakes: dict[str, asyncio.Event] = {}
         self._by_run: dict[str, set[str]] = {}
         self._subscribed: set[str] = set()
+        #: when each hand-off followed here last read its peer task (operators' view; not durable, by design:
+        #: a read that changes nothing writes nothing)
+        self._last_read: dict[str, str] = {}
         self._stopping = False
 
     # who is followed --------------------------------------------------------------------------
@@ -131,6 +134,10 @@ class Handoffs:
         """A commit to ``run_id``: its followers re-read it now (a cancel, an answer to forward)."""
         for hid in self._by_run.get(run_id, ()):
             self.hint(hid)
+
+    def last_read(self, run_id: str, node_id: str) -> str | None:
+        """When this host last read the peer task of that hand-off; None when it does not follow it."""
+        return self._last_read.get(handoff_id(run_id, node_id))
 
     def hint(self, hid: str) -> bool:
         """A push said hand-off ``hid`` changed: its follower reads the peer task now. False if none here."""
@@ -156,6 +163,7 @@ class Handoffs:
         if self._followers.get(hid) is task:
             del self._followers[hid]
             self._wakes.pop(hid, None)
+            self._last_read.pop(hid, None)
             hids = self._by_run.get(run_id)
             if hids is not None:
                 hids.discard(hid)
@@ -243,6 +251,7 @@ class Handoffs:
             metadata = {"openwop": {"runId": row.run_id, "nodeId": node_id}}
             message_id = invocation_message_id(row.run_id, node_id)
             ref, task = await port.send(outcome.call, message_id=message_id, metadata=metadata)
+            self._last_read[hid] = clock.now_iso()
             if self._settings.after_send is not None:
                 await self._settings.after_send()
 
@@ -270,6 +279,7 @@ class Handoffs:
         elif hid not in self._subscribed:  # after a restart: ask again (an idempotent config id at the peer)
             await self._subscribe(port, ref, hid)
         task = await port.get(ref)
+        self._last_read[hid] = clock.now_iso()
         return await self._apply(row.run_id, node_id, task, ref)
 
     async def _subscribe(self, port: PeerPort, ref: PeerRef, hid: str) -> None:

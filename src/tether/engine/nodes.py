@@ -8,7 +8,7 @@ effects of time and people (a delay, a gate) are not performed here: the handler
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tether.engine import expressions
@@ -209,3 +209,35 @@ HANDLERS: dict[str, Handler] = {
 }
 
 SUPPORTED_TYPE_IDS = frozenset(HANDLERS)
+
+
+def _conformance_invoke(peer_url: str) -> Handler:
+    """A hand-off under the conformance fixtures' names: the peer is the configured conformance peer.
+
+    The fixture ``conformance-a2a-task-roundtrip`` names no agent (its node says only
+    ``skill: echo``) and maps no input, so the agent defaults to ``peer_url`` and, with no
+    ``prompt`` or ``data``, the run's variables (e.g. ``driftScenario``) are sent as data.
+    """
+
+    def invoke(ctx: NodeContext) -> Outcome:
+        config = {"agent": peer_url, **ctx.config}
+        inputs = ctx.inputs
+        if inputs.get("prompt") is None and inputs.get("data") is None:
+            inputs = {**inputs, "data": dict(ctx.variables)}
+        return _handoff(replace(ctx, config=config, inputs=inputs))
+
+    return invoke
+
+
+def node_handlers(*, test_seams: bool = False, conformance_peer: str | None = None) -> dict[str, Handler]:
+    """The node types a host runs: every one in ``HANDLERS``, plus, with the test seams on and a
+    conformance peer set, a hand-off under the conformance fixtures' names (``HANDOFF_ALIASES``).
+
+    Without a peer those names stay unknown, so a fixture that uses them is not executable and
+    is never advertised: the bridge is offered only when it can really run.
+    """
+    handlers = dict(HANDLERS)
+    if test_seams and conformance_peer:
+        invoke = _conformance_invoke(conformance_peer)
+        handlers.update(dict.fromkeys(HANDOFF_ALIASES, invoke))
+    return handlers

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -37,12 +37,15 @@ def folder_workflows(folder: Path) -> list[WorkflowDefinition]:
 
 
 class WorkflowRegistry:
-    def __init__(self) -> None:
+    """The workflows of a host, each with why it cannot run here (``supported``: the node types it runs)."""
+
+    def __init__(self, supported: Collection[str] = SUPPORTED_TYPE_IDS) -> None:
         self._entries: dict[str, Entry] = {}
+        self._supported = supported
 
     def add(self, workflows: Iterable[WorkflowDefinition], source: str) -> None:
         for wf in workflows:
-            problems = executability_problems(wf, SUPPORTED_TYPE_IDS)
+            problems = executability_problems(wf, self._supported)
             problems += [
                 f"node {n.id!r} is pinned to an agent, and this host has no agent surface"
                 for n in wf.nodes

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
 from tether.engine.engine import IdempotencyClaim
+from tether.engine.handoff import Handoffs, in_flight
 from tether.engine.state import STARTED
 from tether.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tether.http.requests import body_schema, json_body, parse_model, require
@@ -28,6 +29,7 @@ from tether.openwop.models import (
 )
 from tether.openwop.snapshot import run_snapshot
 from tether.openwop.surface import rest_of
+from tether.openwop.tokens import TokenSigner
 from tether.store.base import IdempotencyRecord, RunRow
 from tether.types import Principal
 
@@ -117,10 +119,30 @@ async def list_runs(
     workflowId: str | None = Query(default=None, max_length=128),
     limit: int = Query(default=50, ge=1, le=500),
     cursor: str | None = Query(default=None, max_length=256),
+    waitingOn: str | None = Query(default=None, max_length=16),
     principal: Principal = Depends(require("runs:read")),
 ) -> Response:
-    """Runs of the caller's tenant, newest first; ``nextCursor`` pages on."""
+    """Runs of the caller's tenant, newest first; ``nextCursor`` pages on.
+
+    ``waitingOn=peer`` (a Tether extension) lists the unfinished runs that wait on another
+    agent (a hand-off in flight), newest first, in one page: they are found among the
+    host's unfinished runs, not by an index.
+    """
     rest = rest_of(request)
+    if waitingOn is not None:
+        if waitingOn != "peer":
+            raise InvalidInput("waitingOn: only 'peer' (runs with a hand-off in flight) is served")
+        waiting = [
+            row
+            for row in await rest.store.active_runs()
+            if row.tenant == principal.tenant
+            and in_flight(row.state)
+            and (status is None or row.status == status)
+            and (workflowId is None or row.workflow_id == workflowId)
+        ]
+        waiting.sort(key=lambda row: (row.created_at, row.run_id), reverse=True)
+        shown = [_snapshot(r, rest.signer, principal, rest.engine.handoffs) for r in waiting[:limit]]
+        return json_response({"runs": shown, "nextCursor": None})
     before = None
     if cursor:
         try:
@@ -151,7 +173,27 @@ async def load_run(request: Request, run_id: str, principal: Principal) -> RunRo
 async def get_run(request: Request, run_id: str, principal: Principal = Depends(require("runs:read"))) -> Response:
     """The run's live snapshot (with a signed token for its pending interrupt)."""
     row = await load_run(request, run_id, principal)
-    return json_response(run_snapshot(row, rest_of(request).signer, principal))
+    rest = rest_of(request)
+    return json_response(_snapshot(row, rest.signer, principal, rest.engine.handoffs))
+
+
+def _snapshot(row: RunRow, signer: TokenSigner, principal: Principal, handoffs: Handoffs) -> dict[str, Any]:
+    """The run's snapshot; a hand-off this host follows also says when it last read its peer task.
+
+    ``lastReadAt`` lives in the follower's memory (a read that changes nothing writes
+    nothing), so only the host that follows a hand-off can say it; ``observedAt`` (when the
+    peer's state last changed) is in the run's log and read anywhere.
+    """
+    snap = run_snapshot(row, signer, principal)
+    for node_id in in_flight(row.state):
+        read_at = handoffs.last_read(row.run_id, node_id)
+        entry = snap["nodeStates"].get(node_id)
+        if read_at is None or entry is None:
+            continue
+        # copies: the snapshot shares its dicts with the (cached) run row
+        handoff = {**entry.get("handoff", {}), "lastReadAt": read_at}
+        snap["nodeStates"] = {**snap["nodeStates"], node_id: {**entry, "handoff": handoff}}
+    return snap
 
 
 async def _cancel(request: Request, run_id: str, principal: Principal) -> Response:

@@ -26,6 +26,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 import orjson
 
 from tether.store.base import (
+    CredentialRow,
     DeliveryRow,
     EventRow,
     IdempotencyRecord,
@@ -39,6 +40,7 @@ from tether.store.base import (
 )
 
 __all__ = [
+    "CREDENTIAL",
     "DELIVERY",
     "EVENT",
     "IDEMPOTENCY",
@@ -169,6 +171,7 @@ MESSAGE: Final = RecordMap(TaskMessage, "a2a_messages", {"message": "json_bytes"
 PUSH_CONFIG: Final = RecordMap(PushConfigRow, "push_configs", {"auth_schemes": "json_text"})
 WEBHOOK: Final = RecordMap(WebhookRow, "webhooks", {"events": "json_text", "tags": "json_text", "secret": "bytes"})
 DELIVERY: Final = RecordMap(DeliveryRow, "outbox", {"body": "bytes", "final": "flag"})
+CREDENTIAL: Final = RecordMap(CredentialRow, "outbound_credentials", {"secret": "bytes"})
 
 #: every map, for the tests that hold them against both schemas
 RECORD_MAPS: Final[tuple[RecordMap[Any], ...]] = (
@@ -182,4 +185,5 @@ RECORD_MAPS: Final[tuple[RecordMap[Any], ...]] = (
     PUSH_CONFIG,
     WEBHOOK,
     DELIVERY,
+    CREDENTIAL,
 )

@@ -80,6 +80,20 @@ class KeyRow:
 
 
 @dataclass(slots=True)
+class CredentialRow:
+    """A secret this host presents to another agent: sealed, bound to one origin, shown by fingerprint only."""
+
+    name: str
+    #: the only origin (``https://host:port``) the secret is ever sent to
+    origin: str
+    #: the ``Authorization`` scheme it is sent under (e.g. ``Bearer``)
+    scheme: str
+    secret: bytes
+    secret_fingerprint: str
+    created_at: str
+
+
+@dataclass(slots=True)
 class WorkflowRow:
     """A workflow definition stored verbatim (seeded fixtures)."""
 
@@ -290,6 +304,16 @@ class Store(Protocol):
     async def list_keys(self) -> list[KeyRow]: ...
 
     async def revoke_key(self, name: str, revoked_at: str) -> bool: ...
+
+    async def insert_credential(self, row: CredentialRow) -> None:
+        """Store an outbound credential; raises Conflict when one of that name exists."""
+        ...
+
+    async def get_credential(self, name: str) -> CredentialRow | None: ...
+
+    async def list_credentials(self) -> list[CredentialRow]: ...
+
+    async def delete_credential(self, name: str) -> bool: ...
 
     async def put_workflow(self, row: WorkflowRow) -> bool:
         """Store a definition; returns False when the identical one was already there."""

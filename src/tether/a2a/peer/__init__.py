@@ -2,12 +2,14 @@
 
 ``client`` implements the engine's ``PeerPort`` over the guarded egress client, in A2A
 1.0 or 0.3 as the peer's card says; ``_wire`` reads both wires into ``PeerTask``;
-``receiver`` takes the peer's pushes (hints, authenticated by a per-hand-off token).
+``receiver`` takes the peer's pushes (hints, authenticated by a per-hand-off token);
+``credentials`` keeps the secrets a hand-off presents, sealed and bound to one origin.
 """
 
 from __future__ import annotations
 
 from tether.a2a.peer.client import PeerClient
+from tether.a2a.peer.credentials import OutboundCredentials, add_credential, canonical_origin
 from tether.a2a.peer.receiver import PushReceiver, router
 
-__all__ = ["PeerClient", "PushReceiver", "router"]
+__all__ = ["OutboundCredentials", "PeerClient", "PushReceiver", "add_credential", "canonical_origin", "router"]

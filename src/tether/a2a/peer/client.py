@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -28,8 +27,9 @@ from tether.ids import new_id
 __all__ = ["CredentialLookup", "PeerClient"]
 
 CARD_PATH: Final = "/.well-known/agent-card.json"
-#: a credential's ``Authorization`` value for (credential name, peer origin); None when it is not bound there
-CredentialLookup = Callable[[str, str], Awaitable[str | None]]
+#: a credential's ``Authorization`` value for (credential name, request URL); raises PeerRefused when the
+#: credential is unknown or bound to another origin (``credentials.OutboundCredentials``)
+CredentialLookup = Callable[[str, str], Awaitable[str]]
 _TASK_NOT_FOUND: Final = -32001
 _NOT_CANCELABLE: Final = -32002
 _INTERNAL: Final = -32603
@@ -41,11 +41,6 @@ class _Peer:
 
     endpoints: dict[str, str]
     pushes: bool
-
-
-def origin_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}".lower()
 
 
 def _major_minor(value: Any) -> str | None:
@@ -183,15 +178,12 @@ class PeerClient:
         return peer
 
     async def _authorize(self, headers: dict[str, str], url: str, credential: str | None) -> None:
+        """Add the named credential, opened for this URL's origin only (the lookup refuses any other)."""
         if credential is None:
             return
-        value = await self._credentials(credential, origin_of(url)) if self._credentials is not None else None
-        if value is None:
-            raise PeerRefused(
-                "credential_not_found",
-                f"no outbound credential {credential!r} is bound to {origin_of(url)} (tether credentials list)",
-            )
-        headers["Authorization"] = value
+        if self._credentials is None:
+            raise PeerRefused("credential_not_found", f"this host keeps no outbound credentials ({credential!r})")
+        headers["Authorization"] = await self._credentials(credential, url)
 
     async def _request(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None = None
@@ -224,12 +216,16 @@ class PeerClient:
             answer = orjson.loads(response.content)
         except orjson.JSONDecodeError:
             answer = None
-        if not isinstance(answer, dict) or ("result" not in answer and "error" not in answer):
+        # a refusal at the HTTP layer (a key missing or refused) comes in whatever envelope the peer's
+        # framework uses (Tether's is its REST one: {"error": "unauthenticated", ...}), not JSON-RPC's
+        is_rpc = isinstance(answer, dict) and ("result" in answer or isinstance(answer.get("error"), dict))
+        if not is_rpc or response.status_code in (401, 403):
             raise (
                 self._http_error(response, ref.rpc_url)
                 if response.status_code != 200
                 else PeerRefused("a2a_peer_invalid_response", f"{ref.rpc_url}: {method} answered no JSON-RPC response")
             )
+        assert isinstance(answer, dict)
         error = answer.get("error")
         if isinstance(error, dict):
             code, message = error.get("code"), str(error.get("message", ""))[:500]

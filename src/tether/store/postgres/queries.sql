@@ -153,6 +153,28 @@ SELECT key_id, name, tenant, scopes, secret_hash, created_at, revoked_at FROM ap
 -- Revoke ($1 revoked_at) the active key of that name ($2).
 UPDATE api_keys SET revoked_at = $1 WHERE name = $2 AND revoked_at IS NULL;
 
+-- outbound credentials -------------------------------------------------------------------
+
+-- name: insert_credential
+-- A new outbound credential (sealed); no row back means one of that name exists.
+-- ($1 name, $2 origin, $3 scheme, $4 secret, $5 secret_fingerprint, $6 created_at)
+INSERT INTO outbound_credentials (name, origin, scheme, secret, secret_fingerprint, created_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT DO NOTHING
+RETURNING name;
+
+-- name: get_credential
+-- One outbound credential, by name ($1).
+SELECT name, origin, scheme, secret, secret_fingerprint, created_at FROM outbound_credentials WHERE name = $1;
+
+-- name: list_credentials
+-- Every outbound credential, by name.
+SELECT name, origin, scheme, secret, secret_fingerprint, created_at FROM outbound_credentials ORDER BY name;
+
+-- name: delete_credential
+-- Forget an outbound credential ($1 name).
+DELETE FROM outbound_credentials WHERE name = $1;
+
 -- workflows ------------------------------------------------------------------------------
 
 -- name: insert_workflow

@@ -19,6 +19,7 @@ import orjson
 
 from tether.errors import Conflict, SequenceConflict, StoreUnavailable
 from tether.store._records import (
+    CREDENTIAL,
     DELIVERY,
     EVENT,
     IDEMPOTENCY,
@@ -33,6 +34,7 @@ from tether.store._records import (
 from tether.store.base import (
     Attempt,
     Commit,
+    CredentialRow,
     DeliveryRow,
     EventRow,
     IdempotencyRecord,
@@ -284,6 +286,23 @@ class PostgresStore:
 
     async def revoke_key(self, name: str, revoked_at: str) -> bool:
         return await self._execute("revoke_key", revoked_at, name) > 0
+
+    # outbound credentials ----------------------------------------------------------------
+
+    async def insert_credential(self, row: CredentialRow) -> None:
+        async with self._connection("storing a credential") as conn:
+            inserted = await conn.fetchval(Q["insert_credential"], *CREDENTIAL.values(row))
+        if inserted is None:
+            raise Conflict(f"a credential named {row.name!r} already exists", code="credential_exists")
+
+    async def get_credential(self, name: str) -> CredentialRow | None:
+        return await self._fetch_one(CREDENTIAL, "get_credential", name)
+
+    async def list_credentials(self) -> list[CredentialRow]:
+        return await self._fetch_all(CREDENTIAL, "list_credentials")
+
+    async def delete_credential(self, name: str) -> bool:
+        return await self._execute("delete_credential", name) > 0
 
     # workflows ---------------------------------------------------------------------------
 

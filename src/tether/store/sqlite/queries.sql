@@ -42,6 +42,23 @@ SELECT key_id, name, tenant, scopes, secret_hash, created_at, revoked_at FROM ap
 -- Revoke the active key of that name.
 UPDATE api_keys SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL;
 
+-- name: insert_credential
+-- A new outbound credential (sealed); a second of one name is refused by the primary key.
+INSERT INTO outbound_credentials (name, origin, scheme, secret, secret_fingerprint, created_at)
+VALUES (:name, :origin, :scheme, :secret, :secret_fingerprint, :created_at);
+
+-- name: get_credential
+-- One outbound credential, by name.
+SELECT name, origin, scheme, secret, secret_fingerprint, created_at FROM outbound_credentials WHERE name = ?;
+
+-- name: list_credentials
+-- Every outbound credential, by name.
+SELECT name, origin, scheme, secret, secret_fingerprint, created_at FROM outbound_credentials ORDER BY name;
+
+-- name: delete_credential
+-- Forget an outbound credential.
+DELETE FROM outbound_credentials WHERE name = ?;
+
 -- name: get_workflow
 -- One stored definition.
 SELECT workflow_id, definition, source, updated_at FROM workflows WHERE workflow_id = ?;

@@ -21,11 +21,23 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import orjson
 
 from tether.errors import Conflict, StoreUnavailable
-from tether.store._records import DELIVERY, EVENT, IDEMPOTENCY, KEY, PUSH_CONFIG, RUN, TASK, WEBHOOK, WORKFLOW
+from tether.store._records import (
+    CREDENTIAL,
+    DELIVERY,
+    EVENT,
+    IDEMPOTENCY,
+    KEY,
+    PUSH_CONFIG,
+    RUN,
+    TASK,
+    WEBHOOK,
+    WORKFLOW,
+)
 from tether.store._task_cache import TaskCache, TaskEntry
 from tether.store.base import (
     Attempt,
     Commit,
+    CredentialRow,
     DeliveryRow,
     EventRow,
     IdempotencyRecord,
@@ -228,6 +240,28 @@ class SqliteStore:
 
     async def revoke_key(self, name: str, revoked_at: str) -> bool:
         return await self._write(lambda conn: conn.execute(Q["revoke_key"], (revoked_at, name)).rowcount > 0)
+
+    # outbound credentials ----------------------------------------------------------------
+
+    async def insert_credential(self, row: CredentialRow) -> None:
+        params = CREDENTIAL.named(row)
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["insert_credential"], params)
+
+        try:
+            await self._write(write)
+        except sqlite3.IntegrityError as exc:
+            raise Conflict(f"a credential named {row.name!r} already exists", code="credential_exists") from exc
+
+    async def get_credential(self, name: str) -> CredentialRow | None:
+        return await self._read(lambda conn: fetch_one(conn, CREDENTIAL, Q["get_credential"], (name,)))
+
+    async def list_credentials(self) -> list[CredentialRow]:
+        return await self._read(lambda conn: fetch_all(conn, CREDENTIAL, Q["list_credentials"]))
+
+    async def delete_credential(self, name: str) -> bool:
+        return await self._write(lambda conn: conn.execute(Q["delete_credential"], (name,)).rowcount > 0)
 
     # workflows ---------------------------------------------------------------------------
 

@@ -1,0 +1,151 @@
+"""A third-party A2A peer for hand-off tests: a2a-sdk 0.3.26's stock server over HTTPS, with a scripted executor.
+
+Run as its own process::
+
+    python tests/a2a/peers/sdk03_peer.py --certfile cert.pem --keyfile key.pem
+
+It binds 127.0.0.1 on a free port and prints ``peer: serving on https://127.0.0.1:PORT``.
+What it does with a message is named by the message (its text, or a data part's
+``driftScenario``, as the conformance fixture sends): ``input-required`` asks a question and
+completes with the answer it is given; ``auth-required`` and ``rejected`` stop there;
+anything else is echoed back as a completed task's artifact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.apps import A2AStarletteApplication
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentSkill,
+    DataPart,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskState,
+    TaskStatus,
+    TextPart,
+)
+from a2a.utils import get_message_text, new_text_artifact
+
+SCENARIOS = ("input-required", "auth-required", "rejected")
+QUESTION = "Which colour should it be?"
+
+
+def scenario_of(message: Message) -> str:
+    for part in message.parts:
+        if isinstance(part.root, DataPart) and part.root.data.get("driftScenario") in SCENARIOS:
+            return str(part.root.data["driftScenario"])
+    text = get_message_text(message).strip()
+    return text if text in SCENARIOS else "echo"
+
+
+def said(text: str, context_id: str, task_id: str) -> Message:
+    return Message(
+        role=Role.agent,
+        message_id=f"{task_id}-{len(text)}",
+        context_id=context_id,
+        task_id=task_id,
+        parts=[Part(root=TextPart(text=text))],
+    )
+
+
+class ScriptedExecutor(AgentExecutor):
+    """Answers as the message asks (see the module docstring); a reply to its question completes the task."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        assert message is not None and context.task_id is not None and context.context_id is not None
+        task_id, context_id = context.task_id, context.context_id
+        current = context.current_task
+        if current is not None and current.status.state == TaskState.input_required:  # the answer to our question
+            answer = [p.root.data for p in message.parts if isinstance(p.root, DataPart)]
+            text = str(answer[0]) if answer else get_message_text(message)
+            await event_queue.enqueue_event(self._task(task_id, context_id, TaskState.completed, artifact=text))
+            return
+        scenario = scenario_of(message)
+        if scenario == "input-required":
+            state, note = TaskState.input_required, QUESTION
+        elif scenario == "auth-required":
+            state, note = TaskState.auth_required, "Authorize the calendar (read): https://auth.example/connect"
+        elif scenario == "rejected":
+            state, note = TaskState.rejected, "I will not do that"
+        else:
+            await event_queue.enqueue_event(
+                self._task(task_id, context_id, TaskState.completed, artifact=get_message_text(message))
+            )
+            return
+        await event_queue.enqueue_event(self._task(task_id, context_id, state, note=note))
+
+    @staticmethod
+    def _task(
+        task_id: str, context_id: str, state: TaskState, *, note: str | None = None, artifact: str | None = None
+    ) -> Task:
+        return Task(
+            id=task_id,
+            context_id=context_id,
+            status=TaskStatus(state=state, message=said(note, context_id, task_id) if note else None),
+            artifacts=[new_text_artifact(name="echo", text=artifact)] if artifact is not None else None,
+        )
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id is not None and context.context_id is not None
+        await event_queue.enqueue_event(self._task(context.task_id, context.context_id, TaskState.canceled))
+
+
+def agent_card(url: str) -> AgentCard:
+    return AgentCard(
+        name="sdk03-scripted-peer",
+        description="a2a-sdk 0.3.26 peer for Tether's hand-off tests",
+        url=url,
+        version="0.3.26",
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        capabilities=AgentCapabilities(streaming=True),
+        skills=[AgentSkill(id="echo", name="Echo", description="Returns the text", tags=["echo"])],
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--certfile", required=True)
+    parser.add_argument("--keyfile", required=True)
+    args = parser.parse_args(argv)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    url = f"https://127.0.0.1:{sock.getsockname()[1]}"
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        print(f"peer: serving on {url}", flush=True)
+        yield
+
+    handler = DefaultRequestHandler(agent_executor=ScriptedExecutor(), task_store=InMemoryTaskStore())
+    app = A2AStarletteApplication(agent_card=agent_card(url + "/"), http_handler=handler).build(lifespan=lifespan)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+        ssl_certfile=args.certfile,
+        ssl_keyfile=args.keyfile,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Hand-offs to an agent that is not Tether: a2a-sdk 0.3.26's stock server, with a scripted executor.
+
+The peer (``peers/sdk03_peer.py``) serves HTTPS with a test CA and cannot push (its card
+says so), so host A follows it by polling. It echoes, or answers ``input-required``,
+``auth-required`` or ``rejected`` as the message asks. The same host runs the OpenWOP
+conformance fixture ``conformance-a2a-task-roundtrip`` against it: with the test seams on
+and ``--a2a-conformance-peer-url`` set, the fixture is advertised and its drift legs (#3
+AUTH_REQUIRED → ``waiting-input``, #4 REJECTED → ``failed``/``rejected_by_remote``) pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from handoff_hosts import SECURE, Doc, assert_clean, outputs_of, until_status, write_tls
+from harness import HostProcess
+from workflow_docs import node, workflow_doc
+
+PEER_SCRIPT = Path(__file__).parent / "peers" / "sdk03_peer.py"
+ROUNDTRIP = "conformance-a2a-task-roundtrip"
+
+
+@pytest.fixture(scope="module")
+def peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The SDK peer's URL and the CA that signed its certificate."""
+    folder = tmp_path_factory.mktemp("sdk03-peer")
+    ca_file, cert, key = write_tls(folder)
+    proc = subprocess.Popen(
+        [sys.executable, str(PEER_SCRIPT), "--certfile", str(cert), "--keyfile", str(key)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # blocks until the app's lifespan has started (or the process died)
+        assert "serving on " in line, f"the SDK peer did not start: {line!r}"
+        yield line.split("serving on ", 1)[1].strip(), ca_file
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory, peer: tuple[str, Path]) -> Iterator[HostProcess]:
+    peer_url, ca_file = peer
+    folder = tmp_path_factory.mktemp("sdk03-host")
+    flows, fixtures = folder / "workflows", folder / "fixtures"
+    flows.mkdir()
+    fixtures.mkdir()
+    prompt = {"prompt": {"type": "variable", "variableName": "prompt"}}
+    variables = [{"name": "prompt", "type": "string", "required": True}]
+    hand = workflow_doc(
+        "hand-sdk",
+        [node("peer", "vendor.tether.a2a-handoff", config={"agent": peer_url}, inputs=prompt)],
+        [],
+        variables,
+    )
+    (flows / "hand-sdk.json").write_text(json.dumps(hand))
+    # the fixture as openwop#1028 shapes it: one node, the conformance name, skill echo, no agent, no inputs
+    drift = [{"name": "driftScenario", "type": "string", "required": False}]
+    roundtrip = workflow_doc(
+        ROUNDTRIP, [node("invoke", "core.conformance.a2a-invoke", config={"skill": "echo"})], [], drift
+    )
+    (fixtures / f"{ROUNDTRIP}.json").write_text(json.dumps(roundtrip))
+    args = (*SECURE, "--egress-ca-bundle", str(ca_file), "--workflows", str(flows), "--seed-fixtures", str(fixtures))
+    seams = ("--enable-test-seams", "--a2a-conformance-peer-url", peer_url, "--handoff-poll-max-seconds", "0.5")
+    tether = HostProcess(folder / "a", *args, *seams).start()
+    yield tether
+    tether.close_clients()
+    tether.kill()
+
+
+@pytest.fixture
+def a(host: HostProcess) -> httpx.Client:
+    assert host.dev_key
+    return host.http(host.dev_key)
+
+
+def start(a: httpx.Client, workflow_id: str, inputs: Doc) -> str:
+    response = a.post("/v1/runs", json={"workflowId": workflow_id, "inputs": inputs})
+    assert response.status_code == 201, response.text
+    run_id: str = response.json()["runId"]
+    return run_id
+
+
+def test_an_echo_completes_with_the_peers_artifact_marked_untrusted(a: httpx.Client, peer: tuple[str, Path]) -> None:
+    run_id = start(a, "hand-sdk", {"prompt": "hello from Tether"})
+    done = until_status(a, run_id, "completed", "failed")
+    assert done["status"] == "completed", done
+    outputs = outputs_of(done)
+    assert outputs["state"] == "completed" and outputs["contentTrust"] == "untrusted"
+    [artifact] = outputs["artifacts"]
+    assert artifact["contentTrust"] == "untrusted" and artifact["source"]["agent"] == peer[0]
+    assert [p["text"] for p in artifact["parts"] if p.get("kind") == "text"] == ["hello from Tether"]
+    assert done["nodeStates"]["peer"]["handoff"]["version"] == "0.3"  # the SDK 0.3 card offers 0.3 only
+    assert_clean(a, run_id)
+
+
+def test_the_peers_question_is_asked_on_a_and_the_answer_completes_both(a: httpx.Client) -> None:
+    run_id = start(a, "hand-sdk", {"prompt": "input-required"})
+    waiting = until_status(a, run_id, "waiting-input", "failed", "completed")
+    assert waiting["status"] == "waiting-input", waiting
+    data = waiting["interrupt"]["data"]
+    assert data["contextType"] == "a2a-peer-input"
+    [question] = data["questions"]
+    assert question["question"] == "Which colour should it be?"
+    answer = {"resumeValue": {"answers": {question["id"]: "teal"}}}
+    assert a.post(f"/v1/runs/{run_id}/interrupts/peer", json=answer).status_code == 200
+    done = until_status(a, run_id, "completed", "failed")
+    assert done["status"] == "completed", done
+    [artifact] = outputs_of(done)["artifacts"]
+    assert "teal" in artifact["parts"][0]["text"], artifact  # the SDK peer got the answer and echoed it
+    assert_clean(a, run_id)
+
+
+def test_auth_required_waits_for_input_marked_auth(a: httpx.Client) -> None:
+    run_id = start(a, "hand-sdk", {"prompt": "auth-required"})
+    waiting = until_status(a, run_id, "waiting-input", "failed", "completed")
+    assert waiting["status"] == "waiting-input", waiting
+    assert waiting["interrupt"]["data"]["contextType"] == "auth"
+    assert "Authorize the calendar" in waiting["interrupt"]["data"]["questions"][0]["question"]
+    assert a.post(f"/v1/runs/{run_id}/cancel", json={"reason": "test over"}).status_code == 200
+    assert until_status(a, run_id, "cancelled")["status"] == "cancelled"
+
+
+def test_rejected_fails_the_node_rejected_by_remote(a: httpx.Client) -> None:
+    run_id = start(a, "hand-sdk", {"prompt": "rejected"})
+    failed = until_status(a, run_id, "failed", "completed")
+    error = failed["nodeStates"]["peer"]["error"]
+    assert error["code"] == "rejected_by_remote" and "I will not do that" in error["message"], error
+    assert_clean(a, run_id)
+
+
+def test_the_conformance_fixture_is_advertised_and_its_drift_legs_pass(a: httpx.Client) -> None:
+    """What the suite's T2/T3 do (§14.6 of the host notes), against a peer that is not the suite's fake."""
+    assert ROUNDTRIP in a.get("/.well-known/openwop").json()["fixtures"]
+    auth = start(a, ROUNDTRIP, {"driftScenario": "auth-required"})
+    assert until_status(a, auth, "waiting-input", "failed", "completed")["status"] == "waiting-input"  # drift #3
+    a.post(f"/v1/runs/{auth}/cancel", json={"reason": "conformance-cleanup"})
+    rejected = start(a, ROUNDTRIP, {"driftScenario": "rejected"})
+    failed = until_status(a, rejected, "completed", "failed", "cancelled")  # drift #4
+    assert failed["status"] == "failed" and failed["error"]["code"] == "rejected_by_remote", failed
+    assert "rejected" in json.dumps(failed).lower()
