@@ -29,6 +29,8 @@ import asyncio
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import report
 import servers as srv
 import streams
 
@@ -338,6 +341,7 @@ class OutboxScenario:
         *,
         compare_src: Path | None = None,
         receiver_workers: int = 1,
+        spy: Path | None = None,
     ) -> None:
         self.launcher = launcher
         self.workdir = workdir / "outbox"
@@ -345,6 +349,8 @@ class OutboxScenario:
         self.profile = profile
         self.compare_src = compare_src
         self.receiver_workers = receiver_workers
+        #: where py-spy's raw profile of each drain goes (``--profile``), else no profile
+        self.spy = spy
         self.certs = Certs(self.workdir / "certs")
 
     def egress_flags(self) -> tuple[str, ...]:
@@ -477,6 +483,9 @@ class OutboxScenario:
                 received_requests=seen,
                 complete=result["delivered"] >= expected,
                 host_cpu_pct=round(100 * ((srv.proc_cpu_seconds(server.pid) or 0.0) - cpu0) / elapsed, 1),
+                host_cpu_ms_per_delivery=round(
+                    1000 * ((srv.proc_cpu_seconds(server.pid) or 0.0) - cpu0) / max(result["delivered"], 1), 3
+                ),
                 receiver_cpu_pct=round(100 * (group.cpu_seconds() - rx0) / elapsed, 1),
                 others_cpu_pct=background.others_pct,
             )
@@ -515,9 +524,11 @@ class OutboxScenario:
             ready = time.monotonic()
             cpu0 = srv.proc_cpu_seconds(server.pid) or 0.0
             rx0 = group.cpu_seconds()
+            spy = self.start_spy(server.pid, f"{name}-backlog")
             with srv.Background(server.pid) as background:
                 seen = group.wait_for(expected, timeout=max(60.0, expected / 50))
             elapsed = time.monotonic() - ready
+            profile = self.stop_spy(spy)
             result = summarise(group.receipts(self.workdir), expected)
             result.update(
                 kind="webhook",
@@ -528,9 +539,14 @@ class OutboxScenario:
                 complete=result["delivered"] >= expected,
                 start_to_first_receipt_s=None,
                 host_cpu_pct=round(100 * ((srv.proc_cpu_seconds(server.pid) or 0.0) - cpu0) / elapsed, 1),
+                host_cpu_ms_per_delivery=round(
+                    1000 * ((srv.proc_cpu_seconds(server.pid) or 0.0) - cpu0) / max(result["delivered"], 1), 3
+                ),
                 receiver_cpu_pct=round(100 * (group.cpu_seconds() - rx0) / elapsed, 1),
                 others_cpu_pct=background.others_pct,
             )
+            if profile is not None:
+                result["profile"] = profile
             log(
                 f"outbox: {name} backlog of {expected:,} (filled in {fill_s:.1f} s): drained "
                 f"{result['delivered']:,} at {result.get('receipt_rate_per_s')}/s; host {result['host_cpu_pct']} %"
@@ -540,6 +556,30 @@ class OutboxScenario:
             if server is not None:
                 server.stop()
             group.stop()
+
+    def start_spy(self, pid: int, tag: str) -> tuple[subprocess.Popen[str], Path] | None:
+        """py-spy on the host from now until :meth:`stop_spy` (``--profile`` only)."""
+        if self.spy is None:
+            return None
+        pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        if not Path(pyspy).exists():
+            log("outbox: py-spy is not installed (pip install py-spy): no profile")
+            return None
+        raw = self.spy / f"outbox-{tag}.pyspy.txt"
+        cmd = [pyspy, "record", "-p", str(pid), "-r", "200", "-f", "raw", "-o", str(raw), "--nonblocking", "-t"]
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), raw
+
+    @staticmethod
+    def stop_spy(spy: tuple[subprocess.Popen[str], Path] | None) -> dict[str, Any] | None:
+        if spy is None:
+            return None
+        proc, raw = spy
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        if not raw.exists():
+            return {"skipped": f"py-spy failed: {err.strip()[-300:]}"}
+        log(f"outbox: profile {raw}")
+        return {"file": str(raw), **report.top_functions(raw.read_text(), count=15)}
 
     def run(self, names: list[str], skipped: dict[str, str]) -> dict[str, Any]:
         out: dict[str, Any] = {}

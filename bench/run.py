@@ -481,6 +481,7 @@ class Bench:
             outbox.QUICK if self.args.quick else outbox.FULL,
             compare_src=self.args.outbox_compare,
             receiver_workers=self.args.receiver_workers,
+            spy=self.results_dir if self.args.profile else None,
         )
         result = scenario.run(names, skipped)
         for name in names:
