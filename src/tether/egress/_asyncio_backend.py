@@ -89,7 +89,8 @@ class _Stream(httpcore.AsyncNetworkStream):
 
 
 class AsyncioBackend(httpcore.AsyncNetworkBackend):
-    """TCP connections through the running loop (uvloop under ``tether serve``); no Unix sockets."""
+    """TCP connections through the running loop (uvloop under ``tether serve``); Unix sockets are
+    refused by the pinned backend in front of it (``transport._PinnedBackend``)."""
 
     async def connect_tcp(
         self,
@@ -108,14 +109,6 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         for option in socket_options or ():
             sock.setsockopt(*option)
         return _Stream(reader, writer)
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("egress never connects to a Unix socket")
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
