@@ -406,6 +406,8 @@ class OutboxScenario:
     def client_ceiling(self, receiver: Receiver, src: Path | None) -> dict[str, Any]:
         """Tether's guarded egress client alone, posting to the receiver (16 at once)."""
         env = {**os.environ}
+        # a compared build may open a connection per request (the pre-pipeline one did): fewer of them
+        requests = self.profile.client_requests if src is None else self.profile.compare_webhooks
         src = src or srv.TETHER_SRC
         if src is not None:
             env["PYTHONPATH"] = str(src)
@@ -418,7 +420,7 @@ class OutboxScenario:
                 "--ca",
                 str(self.certs.ca),
             ]
-            + ["--requests", str(self.profile.client_requests), "--concurrency", "16"],
+            + ["--requests", str(requests), "--concurrency", "16"],
             capture_output=True,
             text=True,
             timeout=600,
