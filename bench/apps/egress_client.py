@@ -3,7 +3,7 @@
     python bench/apps/egress_client.py --url https://127.0.0.1:PORT/x --ca CA.pem --requests N
 
 It builds the client the outbox uses (``build_egress_client``: the egress guard, the pinned
-transport, its pool) and keeps ``--concurrency`` posts of a webhook-sized body in flight.
+transport, its pool), sends the way the outbox does (``deliver`` where the build has it) and keeps ``--concurrency`` posts of a webhook-sized body in flight.
 What it reaches is the most the outbox could send from one process on this machine, before
 the store, the worker's bookkeeping and the rest of the host take their share. Prints JSON:
 requests, seconds, rps, and the process's CPU (100 = one core).
@@ -32,13 +32,19 @@ async def main() -> None:
     args = parser.parse_args()
     guard = EgressGuard(EgressPolicy(allow_cidrs=("127.0.0.1/32",)))
     client = build_egress_client(guard, make_ssl_context(args.ca))
+    # the outbox's own path where the build has one (EgressClient.deliver), else what it used: post
+    deliver = getattr(client, "deliver", None)
     remaining = iter(range(args.requests))
     failed = 0
 
     async def worker() -> None:
         nonlocal failed
         for i in remaining:
-            answer = await client.post(args.url, content=BODY, headers={"webhook-id": f"dlv_{i}"})
+            headers = {"webhook-id": f"dlv_{i}"}
+            if deliver is not None:
+                answer = await deliver(args.url, BODY, headers)
+            else:
+                answer = await client.post(args.url, content=BODY, headers=headers)
             failed += not 200 <= answer.status_code < 300
 
     async with client:
