@@ -3,7 +3,8 @@
     python bench/apps/egress_client.py --url https://127.0.0.1:PORT/x --ca CA.pem --requests N
 
 It builds the client the outbox uses (``build_egress_client``: the egress guard, the pinned
-transport, its pool), sends the way the outbox does (``deliver`` where the build has it) and keeps ``--concurrency`` posts of a webhook-sized body in flight.
+transport, its pool), sends the way the outbox does (``deliver`` where the build has it)
+and keeps ``--concurrency`` posts of a webhook-sized body in flight.
 What it reaches is the most the outbox could send from one process on this machine, before
 the store, the worker's bookkeeping and the rest of the host take their share. Prints JSON:
 requests, seconds, rps, and the process's CPU (100 = one core).
