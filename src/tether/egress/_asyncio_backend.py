@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 import ssl
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import httpcore
-from httpcore._utils import is_socket_readable
 
 __all__ = ["AsyncioBackend"]
 
@@ -36,6 +36,19 @@ def _mapped(timeout_error: type[Exception], broken_error: type[Exception]) -> It
         raise timeout_error(str(exc) or "timed out") from exc
     except _BROKEN as exc:
         raise broken_error(str(exc) or type(exc).__name__) from exc
+
+
+def _readable(sock: Any) -> bool:
+    """Whether a kept-alive connection has something to read (or is gone): then it is not reused.
+
+    An idle HTTP/1.1 connection has nothing to read; a byte or an EOF means the server spoke
+    out of turn or closed it.
+    """
+    if sock is None or sock.fileno() == -1:
+        return True
+    poll = select.poll()
+    poll.register(sock.fileno(), select.POLLIN)
+    return bool(poll.poll(0))
 
 
 class _Stream(httpcore.AsyncNetworkStream):
@@ -82,7 +95,7 @@ class _Stream(httpcore.AsyncNetworkStream):
         if info == "server_addr":
             return self._writer.get_extra_info("peername")
         if info == "is_readable":
-            return is_socket_readable(self._writer.get_extra_info("socket"))
+            return _readable(self._writer.get_extra_info("socket"))
         if info in ("ssl_object", "socket"):
             return self._writer.get_extra_info(info)
         return None
