@@ -178,6 +178,66 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
             "rest-cpu", f"at rest with {n} waiting runs: CPU < 1 %", rest and rest.get("cpu_pct"), 1, op="<", unit="%"
         )
     )
+    out += outbox_targets(result)
+    return out
+
+
+def outbox_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 12's outbox targets, for Tether on SQLite (PostgreSQL's legs are reported beside them)."""
+    box = _get(result, "scenarios", "outbox", TETHER) or {}
+    burst = box.get("burst_webhook_1") or {}
+    sustained = box.get("sustained") or {}
+    backlog = box.get("backlog") or {}
+    out = [
+        _target(
+            "outbox-one-receiver",
+            "outbox: webhooks to one loopback TLS receiver ≥ 1,000 deliveries/s",
+            burst.get("deliveries_per_s"),
+            1000,
+            op=">=",
+            unit="/s",
+            detail=f"{burst.get('delivered', 0):,} deliveries" if burst else "",
+        ),
+        _target(
+            "outbox-sustained-p99",
+            f"outbox: {sustained.get('offered_rate', 500)} deliveries/s offered for "
+            f"{sustained.get('offered_s', 60):.0f} s, commit → receipt p99 < 100 ms",
+            _get(sustained, "latency_ms", "p99"),
+            100,
+            op="<",
+            unit="ms",
+        ),
+        _target(
+            "outbox-backlog-drain",
+            f"outbox: a backlog of {backlog.get('expected', 50000):,} drains at ≥ 1,000/s",
+            backlog.get("receipt_rate_per_s"),
+            1000,
+            op=">=",
+            unit="/s",
+        ),
+    ]
+    rounds = _get(result, "scenarios", "outbox", TETHER, "compare", "rounds") or []
+    then = [r["deliveries_per_s"] for r in rounds if r.get("build") == "compared build" and r.get("deliveries_per_s")]
+    now = [r["deliveries_per_s"] for r in rounds if r.get("build") == "this build" and r.get("deliveries_per_s")]
+    ratio = _ratio(sum(now) / len(now), sum(then) / len(then)) if then and now else None
+    out.append(
+        _target(
+            "outbox-vs-compared",
+            "outbox: webhooks to one receiver ≥ 20× the compared build (--outbox-compare)",
+            ratio,
+            20,
+            op=">=",
+            unit="×",
+            detail=f"this build {now}/s, compared build {then}/s, taking turns" if ratio else "",
+        )
+    )
+    for t in out:  # a leg that lost deliveries fails whatever its speed
+        leg = {"outbox-one-receiver": burst, "outbox-sustained-p99": sustained, "outbox-backlog-drain": backlog}.get(
+            t["id"]
+        )
+        if leg and leg.get("complete") is False:
+            t["pass"] = False
+            t["detail"] += f"; only {leg.get('delivered'):,} of {leg.get('expected'):,} delivered"
     return out
 
 
@@ -373,6 +433,9 @@ def markdown(result: dict[str, Any]) -> str:
                 f"({_fmt(entry['window_s'])} s) | {_fmt(entry['rss_mb'])} MB |"
             )
 
+    if scen.get("outbox"):
+        lines += outbox_markdown(scen["outbox"])
+
     lines += [
         "",
         "## Targets (issue 6), each measured in this run",
@@ -418,6 +481,73 @@ def markdown(result: dict[str, Any]) -> str:
                 + "; ".join(f"`{fn}` {p:.1f} %" for p, fn in prof["top_workers"]),
             ]
     return "\n".join(lines) + "\n"
+
+
+_LEGS = (
+    ("burst_webhook_1", "burst: webhooks, 1 receiver"),
+    ("burst_webhook_10", "burst: webhooks, 10 receivers"),
+    ("burst_push_1", "burst: A2A pushes, 1 receiver"),
+    ("burst_push_10", "burst: A2A pushes, 10 receivers"),
+    ("sustained", "sustained: pushes + webhooks at a fixed rate, 1 receiver"),
+    ("backlog", "backlog drain: webhooks, 1 receiver"),
+)
+
+
+def _leg_cell(leg: dict[str, Any] | None) -> str:
+    if not leg:
+        return "–"
+    if "skipped" in leg:
+        return f"skipped: {leg['skipped']}"
+    rate = leg.get("receipt_rate_per_s") if "fill_s" in leg else leg.get("deliveries_per_s")
+    cell = f"**{_fmt(rate, 0)}**/s · {_lat_cell(leg.get('latency_ms'))}"
+    cell += f" · {leg.get('delivered', 0):,}/{leg.get('expected', 0):,}"
+    if leg.get("duplicates"):
+        cell += f" ({leg['duplicates']:,} sent twice)"
+    cell += f" · host {_fmt(leg.get('host_cpu_pct'))} % ({_fmt(leg.get('host_cpu_ms_per_delivery'), 2)} ms/delivery)"
+    if (leg.get("others_cpu_pct") or 0) > BUSY_PCT:
+        cell += f" · ⚠ others {leg['others_cpu_pct']:.0f} %"
+    return cell
+
+
+def outbox_markdown(box: dict[str, Any]) -> list[str]:
+    """The outbox scenario's tables: the ceilings, then every leg per Tether."""
+    names = [k for k in box if k != "ceilings"]
+    lines = [
+        "",
+        "## Outbox: deliveries/s · commit → receipt p50 / p99 · delivered · host CPU",
+        "",
+        "(backlog: the drain rate, first to last receipt; its latencies include the time the rows waited)",
+        "",
+        "| leg | " + " | ".join(names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
+    for key, label in _LEGS:
+        lines.append(
+            f"| {label} | "
+            + " | ".join(_leg_cell(box[n] if "skipped" in box[n] else box[n].get(key)) for n in names)
+            + " |"
+        )
+    ceilings = box.get("ceilings", {})
+    wrk = ceilings.get("receiver_wrk", {})
+    lines += [
+        "",
+        f"Receiver alone (wrk, c=16, TLS keep-alive): **{_fmt(wrk.get('rps'), 0)}** req/s at "
+        f"{_fmt(wrk.get('receiver_cpu_pct'))} % CPU ({wrk.get('processes')} process).",
+    ]
+    for build, c in ceilings.get("egress_client", {}).items():
+        if "failed" in c:
+            lines.append(f"Egress client alone ({build}): failed: {c['failed']}")
+            continue
+        lines.append(
+            f"Egress client alone ({build}, 16 in flight, no store): **{_fmt(c.get('rps'), 0)}** req/s at "
+            f"{_fmt(c.get('cpu_pct'))} % CPU."
+        )
+    for name in names:
+        rounds = _get(box, name, "compare", "rounds") or []
+        if rounds:
+            cells = ", ".join(f"{r['build']} {_fmt(r.get('deliveries_per_s'), 0)}/s" for r in rounds)
+            lines.append(f"Compared with `{box[name]['compare']['src']}` on {name}, taking turns: {cells}.")
+    return lines
 
 
 # --- py-spy ---------------------------------------------------------------------------------

@@ -44,11 +44,12 @@ if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
 import loadgen  # noqa: E402
+import outbox  # noqa: E402
 import report  # noqa: E402
 import servers as srv  # noqa: E402
 import streams  # noqa: E402
 
-SCENARIOS = ("send", "get", "stream", "resubscribe", "restart", "rest")
+SCENARIOS = ("send", "get", "stream", "resubscribe", "restart", "rest", "outbox")
 DEFAULT_SERVERS = ("tether-sqlite", "tether-postgres", "sdk-memory", "sdk-sqlite", "bare")
 GATED = "approval-gated"
 
@@ -465,6 +466,33 @@ class Bench:
             "rss_peak_mb": peak,
         }
 
+    # the outbox (own processes, own stores, loopback TLS receivers) ---------------------------
+
+    def scenario_outbox(self) -> None:
+        names = [n for n in self.args.server_list if srv.SERVERS[n].durable]
+        skipped = {
+            n: self.result["servers"][n]["reason"]
+            for n in names
+            if self.result["servers"].get(n, {}).get("status") == "skipped"
+        }
+        scenario = outbox.OutboxScenario(
+            self.launcher,
+            self.workdir,
+            outbox.QUICK if self.args.quick else outbox.FULL,
+            compare_src=self.args.outbox_compare,
+            receiver_workers=self.args.receiver_workers,
+            spy=self.results_dir if self.args.profile else None,
+        )
+        result = scenario.run(names, skipped)
+        for name in names:
+            entry = self.result["servers"].setdefault(name, {"label": srv.SERVERS[name].label})
+            if "skipped" in result[name]:
+                entry.setdefault("status", "skipped")
+                entry.setdefault("reason", result[name]["skipped"])
+            else:
+                entry.setdefault("status", "ok")
+        self.result["scenarios"]["outbox"] = result
+
     # restart and rest (own processes, own stores) ------------------------------------------
 
     def scenario_restart_and_rest(self, restart: bool, rest: bool) -> None:
@@ -598,6 +626,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "instead of the installed package",
     )
     parser.add_argument(
+        "--outbox-compare",
+        type=Path,
+        help="outbox scenario: also run the webhook burst to one receiver with Tether from this source directory "
+        "(e.g. the src/ of a checkout of the pre-pipeline commit), taking turns with this build",
+    )
+    parser.add_argument(
+        "--receiver-workers",
+        type=int,
+        default=1,
+        help="outbox scenario: processes serving each loopback receiver (they share its port)",
+    )
+    parser.add_argument(
         "--workdir",
         type=Path,
         help="where stores and logs go (default: a fresh temporary directory, removed after a clean run)",
@@ -690,6 +730,8 @@ def main(argv: list[str] | None = None) -> int:
         restart, rest = "restart" in args.scenario_list, "rest" in args.scenario_list
         if restart or rest:
             bench.scenario_restart_and_rest(restart, rest)
+        if "outbox" in args.scenario_list:
+            bench.scenario_outbox()
         ok = True
     finally:
         bench.launcher.close()

@@ -321,10 +321,21 @@ class ServerProcess:
 TETHER_SRC: Path | None = None
 
 
-def tether_process(slot: Slot, data_dir: Path, logs: Path, *extra: str, python: str = sys.executable) -> ServerProcess:
+def tether_process(
+    slot: Slot,
+    data_dir: Path,
+    logs: Path,
+    *extra: str,
+    python: str = sys.executable,
+    src: Path | None = None,
+    entry: tuple[str, ...] = ("-m", "tether"),
+) -> ServerProcess:
+    """``tether serve`` on ``data_dir`` from ``src`` (default: ``TETHER_SRC``, else the installed
+    package); ``entry`` is how Python starts it (a script that wraps the CLI, for the harness)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [python, "-m", "tether", "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir), *extra]
-    env = {"PYTHONPATH": str(TETHER_SRC)} if TETHER_SRC is not None else {}
+    cmd = [python, *entry, "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir), *extra]
+    src = src or TETHER_SRC
+    env = {"PYTHONPATH": str(src)} if src is not None else {}
     return ServerProcess(slot, cmd, logs / f"{slot.name}-{data_dir.name}.log", env=env)
 
 
@@ -411,11 +422,12 @@ class Launcher:
                 print(f"bench: could not drop database {name}: {exc}", file=sys.stderr)
         self.databases.clear()
 
-    def tether(self, name: str, tag: str) -> ServerProcess:
-        """An unstarted Tether of slot ``name`` on a store of its own (raises Skipped)."""
+    def tether(self, name: str, tag: str, *extra: str, **how: Any) -> ServerProcess:
+        """An unstarted Tether of slot ``name`` on a store of its own (raises Skipped); ``extra``
+        are more ``tether serve`` options, ``how`` goes to :func:`tether_process`."""
         slot = SERVERS[name]
         if name == "tether-sqlite":
-            return tether_process(slot, self.workdir / f"{name}-{tag}", self.logs)
+            return tether_process(slot, self.workdir / f"{name}-{tag}", self.logs, *extra, **how)
         assert name == "tether-postgres"
         if _postgres_reachable(self.pg_admin):
             try:
@@ -424,10 +436,10 @@ class Launcher:
                 raise Skipped(f"cannot create a database on {self.pg_admin}: {exc}") from None
         else:
             url = urlunsplit(urlsplit(self.pg_admin)._replace(path="/tether_bench"))
-        return tether_process(slot, self.workdir / f"{name}-{tag}", self.logs, "--database-url", url)
+        return tether_process(slot, self.workdir / f"{name}-{tag}", self.logs, "--database-url", url, *extra, **how)
 
-    def start_tether(self, name: str, tag: str) -> ServerProcess:
-        server = self.tether(name, tag)
+    def start_tether(self, name: str, tag: str, *extra: str, **how: Any) -> ServerProcess:
+        server = self.tether(name, tag, *extra, **how)
         try:
             return server.start(timeout=60)
         except RuntimeError as exc:
