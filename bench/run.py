@@ -4,6 +4,7 @@
     .venv/bin/python bench/run.py --quick               # tiny durations: proves the harness works
     .venv/bin/python bench/run.py --only send,get --servers tether-sqlite,sdk-memory
     .venv/bin/python bench/run.py --profile             # + py-spy on Tether during send and get, c=32
+    .venv/bin/python bench/run.py --only send,get,send10,get10 --servers tether-sqlite   # A2A 1.0 beside 0.3
 
 Each server is its own process on 127.0.0.1 (port 0): Tether on SQLite, Tether on
 PostgreSQL (when this build and a server allow), the a2a-sdk 0.3.26 reference with
@@ -49,9 +50,18 @@ import report  # noqa: E402
 import servers as srv  # noqa: E402
 import streams  # noqa: E402
 
-SCENARIOS = ("send", "get", "stream", "resubscribe", "restart", "rest", "outbox")
+SCENARIOS = ("send", "get", "send10", "get10", "stream", "resubscribe", "restart", "rest", "outbox")
 DEFAULT_SERVERS = ("tether-sqlite", "tether-postgres", "sdk-memory", "sdk-sqlite", "bare")
 GATED = "approval-gated"
+#: what every good answer holds, per rpc.lua method (tab-separated substrings): 0.3's task state, or
+#: 1.0's ``result.task.status.state`` (SendMessage) and ``result.status.state`` (GetTask)
+_STATE_10 = '"status":{"state":"TASK_STATE_COMPLETED"'
+EXPECT = {
+    "send": "completed",
+    "get": "completed",
+    "send10": '"result":{"task":{"id":\t' + _STATE_10,
+    "get10": '"result":{"id":\t' + _STATE_10,
+}
 
 
 @dataclass(frozen=True)
@@ -222,6 +232,7 @@ class Bench:
         self.running: dict[str, srv.ServerProcess] = {}
         self.launcher = srv.Launcher(workdir, args.pg_url)
         self.result: dict[str, Any] = {"servers": {}, "scenarios": {}}
+        self.task_ids: dict[str, Path] = {}  # per server: the completed tasks get and get10 read
 
     # servers -----------------------------------------------------------------------------
 
@@ -283,7 +294,7 @@ class Bench:
                 duration=duration,
                 key=server.key,
                 nonce=uuid.uuid4().hex[:10],
-                expect="completed",
+                expect=EXPECT[method],
                 ids_file=ids_file,
             )
         result["server_cpu_pct"] = background.server_pct
@@ -293,24 +304,29 @@ class Bench:
 
     # message/send ------------------------------------------------------------------------
 
-    def scenario_send(self) -> None:
+    def _servers_for(self, scenario: str) -> list[str]:
+        """The running servers a scenario measures: the 1.0 ones only those that speak A2A 1.0."""
+        return [n for n in self.running if not scenario.endswith("10") or self.running[n].slot.a2a_1_0]
+
+    def scenario_send(self, scenario: str = "send") -> None:
+        """``send`` (0.3 ``message/send``) or ``send10`` (1.0 ``SendMessage``), at each concurrency."""
         out: dict[str, Any] = {}
-        for name in self.running:
-            log(f"send: {name} warm-up {self.profile.warmup_s}s")
+        for name in self._servers_for(scenario):
+            log(f"{scenario}: {name} warm-up {self.profile.warmup_s}s")
             with self.under_load(name):
                 if self.profile.warmup_s:
-                    self.wrk(name, "send", 32, self.profile.warmup_s)
+                    self.wrk(name, scenario, 32, self.profile.warmup_s)
                 runs = {}
                 for c in self.profile.send_concurrency:
-                    runs[f"c{c}"] = result = self.wrk(name, "send", c, self.profile.measure_s)
+                    runs[f"c{c}"] = result = self.wrk(name, scenario, c, self.profile.measure_s)
                     log(
-                        f"send: {name} c={c}: {result['rps']:.0f} req/s, p50 {result['p50_ms']} ms, p99 "
+                        f"{scenario}: {name} c={c}: {result['rps']:.0f} req/s, p50 {result['p50_ms']} ms, p99 "
                         f"{result['p99_ms']} ms, failed {result['failed']}"
                     )
             out[name] = runs
             if self.args.profile and name.startswith("tether") and 32 in self.profile.send_concurrency:
-                self.result.setdefault("profiles", {})[f"{name} send"] = self.profile_run(name, "send")
-        self.result["scenarios"]["send"] = out
+                self.result.setdefault("profiles", {})[f"{name} {scenario}"] = self.profile_run(name, scenario)
+        self.result["scenarios"][scenario] = out
 
     def profile_run(self, name: str, method: str, ids_file: Path | None = None) -> dict[str, Any]:
         """py-spy on the host during one extra c=32 run (not the measured one)."""
@@ -359,26 +375,32 @@ class Bench:
 
     # tasks/get ---------------------------------------------------------------------------
 
-    def scenario_get(self) -> None:
+    def scenario_get(self, scenario: str = "get") -> None:
+        """``get`` (0.3 ``tasks/get``) or ``get10`` (1.0 ``GetTask``): both read the same completed tasks."""
         out: dict[str, Any] = {}
         c = self.profile.get_concurrency
-        for name in self.running:
-            ids = create_tasks(self.running[name], self.profile.get_tasks)
-            ids_file = self.workdir / f"{name}-task-ids.txt"
-            ids_file.write_text("\n".join(ids) + "\n")
-            log(f"get: {name} ({len(ids)} tasks)")
+        for name in self._servers_for(scenario):
+            ids_file = self.task_ids.get(name)
+            if ids_file is None:
+                ids = create_tasks(self.running[name], self.profile.get_tasks)
+                self.task_ids[name] = ids_file = self.workdir / f"{name}-task-ids.txt"
+                ids_file.write_text("\n".join(ids) + "\n")
+            count = len(ids_file.read_text().split())
+            log(f"{scenario}: {name} ({count} tasks)")
             with self.under_load(name):
                 if self.profile.warmup_s:
-                    self.wrk(name, "get", c, self.profile.warmup_s, ids_file)
-                result = self.wrk(name, "get", c, self.profile.measure_s, ids_file)
+                    self.wrk(name, scenario, c, self.profile.warmup_s, ids_file)
+                result = self.wrk(name, scenario, c, self.profile.measure_s, ids_file)
             log(
-                f"get: {name} c={c}: {result['rps']:.0f} req/s, p50 {result['p50_ms']} ms, p99 {result['p99_ms']} "
-                f"ms, failed {result['failed']}"
+                f"{scenario}: {name} c={c}: {result['rps']:.0f} req/s, p50 {result['p50_ms']} ms, p99 "
+                f"{result['p99_ms']} ms, failed {result['failed']}"
             )
             if self.args.profile and name.startswith("tether"):
-                self.result.setdefault("profiles", {})[f"{name} get"] = self.profile_run(name, "get", ids_file)
-            out[name] = {f"c{c}": result, "tasks": len(ids)}
-        self.result["scenarios"]["get"] = out
+                self.result.setdefault("profiles", {})[f"{name} {scenario}"] = self.profile_run(
+                    name, scenario, ids_file
+                )
+            out[name] = {f"c{c}": result, "tasks": count}
+        self.result["scenarios"][scenario] = out
 
     # message/stream ----------------------------------------------------------------------
 
@@ -616,8 +638,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="run py-spy on Tether during an extra message/send and tasks/get run (c=32) and report the hottest "
-        "functions",
+        help="run py-spy on Tether during an extra run (c=32) of each request/response scenario (message/send, "
+        "tasks/get, and SendMessage, GetTask for send10, get10) and report the hottest functions",
     )
     parser.add_argument(
         "--tether-src",
@@ -713,12 +735,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     ok = False
     try:
-        live_scenarios = [s for s in args.scenario_list if s in ("send", "get", "stream", "resubscribe")]
+        live = ("send", "get", "send10", "get10", "stream", "resubscribe")
+        live_scenarios = [s for s in args.scenario_list if s in live]
         if live_scenarios:
             bench.start_servers(args.server_list)
             steps: dict[str, Callable[[], None]] = {
                 "send": bench.scenario_send,
                 "get": bench.scenario_get,
+                "send10": lambda: bench.scenario_send("send10"),
+                "get10": lambda: bench.scenario_get("get10"),
                 "stream": bench.scenario_stream,
                 "resubscribe": bench.scenario_resubscribe,
             }
@@ -738,6 +763,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.result["meta"]["duration_s"] = round(time.monotonic() - started, 1)
         bench.result["meta"]["complete"] = ok
         bench.result["targets"] = report.targets(bench.result)
+        bench.result["a2a_1_0_vs_0_3"] = report.version_ratios(bench.result)
         out.write_text(json.dumps(bench.result, indent=2) + "\n")
         markdown = report.markdown(bench.result)
         out.with_suffix(".md").write_text(markdown)

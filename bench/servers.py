@@ -57,13 +57,14 @@ class Slot:
     rpc_path: str
     authenticated: bool
     durable: bool  # Tether: runs survive restarts, so restart/rest scenarios apply
+    a2a_1_0: bool = False  # speaks A2A 1.0 beside 0.3 (the send10/get10 scenarios apply); the SDK 0.3.26 does not
 
 
 SERVERS: dict[str, Slot] = {
     s.name: s
     for s in (
-        Slot("tether-sqlite", "Tether, SQLite (fsync'd)", "/v1/a2a", True, True),
-        Slot("tether-postgres", "Tether, PostgreSQL", "/v1/a2a", True, True),
+        Slot("tether-sqlite", "Tether, SQLite (fsync'd)", "/v1/a2a", True, True, True),
+        Slot("tether-postgres", "Tether, PostgreSQL", "/v1/a2a", True, True, True),
         Slot("sdk-memory", "a2a-sdk 0.3.26, InMemoryTaskStore", "/", False, False),
         Slot("sdk-sqlite", "a2a-sdk 0.3.26, DatabaseTaskStore (SQLite)", "/", False, False),
         Slot("bare", "bare ASGI (ceiling)", "/", False, False),

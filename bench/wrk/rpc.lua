@@ -7,9 +7,11 @@
 --                ("<nonce>-<thread>-<counter>", so no two requests in one run, or in two
 --                runs against the same store, ever repeat one)
 --         get  : tasks/get, cycling through the task ids in ids-file (one per line)
+--         send10, get10 : the same in A2A 1.0 (SendMessage, GetTask in ProtoJSON, with the
+--                header A2A-Version: 1.0)
 -- key     the Authorization bearer token, or "-" for none
--- expect  a substring every good response body holds (e.g. "completed"); any other
---         answer (HTTP error, JSON-RPC error, wrong state) counts as a failure
+-- expect  substrings every good response body holds, separated by tabs (e.g. "completed");
+--         any other answer (HTTP error, JSON-RPC error, wrong state) counts as a failure
 --
 -- done() prints one line "WRK_JSON {...}": requests, failures, duration and the latency
 -- percentiles in microseconds, which bench/loadgen.py reads.
@@ -23,7 +25,8 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
-local method, key, nonce, expect
+local method, key, nonce
+local expect = {}
 local ids = {}
 local counter = 0
 failures = 0
@@ -33,8 +36,8 @@ function init(args)
   method = args[1] or "send"
   key = args[2] or "-"
   nonce = args[3] or tostring(os.time())
-  expect = args[4] or '"result"'
-  if method == "get" then
+  for part in string.gmatch(args[4] or '"result"', "[^\t]+") do table.insert(expect, part) end
+  if method == "get" or method == "get10" then
     local f = assert(io.open(args[5], "r"), "ids file")
     for line in f:lines() do
       if #line > 0 then table.insert(ids, line) end
@@ -45,6 +48,7 @@ function init(args)
   end
   headers = { ["Content-Type"] = "application/json" }
   if key ~= "-" then headers["Authorization"] = "Bearer " .. key end
+  if method == "send10" or method == "get10" then headers["A2A-Version"] = "1.0" end
 end
 
 function request()
@@ -54,6 +58,13 @@ function request()
     body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"message/send","params":{"message":'
       .. '{"kind":"message","role":"user","messageId":"' .. nonce .. '-' .. tid .. '-' .. counter .. '",'
       .. '"parts":[{"kind":"text","text":"hello bench"}]},"configuration":{"blocking":true}}}'
+  elseif method == "send10" then
+    body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"SendMessage","params":{"message":'
+      .. '{"role":"ROLE_USER","messageId":"' .. nonce .. '-' .. tid .. '-' .. counter .. '",'
+      .. '"parts":[{"text":"hello bench"}]},"configuration":{"returnImmediately":false}}}'
+  elseif method == "get10" then
+    local id = ids[(counter % #ids) + 1]
+    body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"GetTask","params":{"id":"' .. id .. '"}}'
   else
     local id = ids[(counter % #ids) + 1]
     body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"tasks/get","params":{"id":"' .. id .. '"}}'
@@ -61,8 +72,15 @@ function request()
   return wrk.format("POST", nil, headers, body)
 end
 
+local function expected(body)
+  for _, part in ipairs(expect) do
+    if not string.find(body, part, 1, true) then return false end
+  end
+  return true
+end
+
 function response(status, hdrs, body)
-  if status ~= 200 or not string.find(body, expect, 1, true) or string.find(body, '"error":', 1, true) then
+  if status ~= 200 or not expected(body) or string.find(body, '"error":', 1, true) then
     failures = failures + 1
     if first_failure == "" then first_failure = status .. " " .. string.sub(body, 1, 300) end
   end

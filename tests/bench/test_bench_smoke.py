@@ -28,7 +28,7 @@ BUDGET_S = 150
 #: a PostgreSQL URL nothing listens on: the smoke checks the slot's skip path, not PostgreSQL
 NO_POSTGRES = "postgresql://postgres@127.0.0.1:1/postgres"
 RUN = ROOT / "bench" / "run.py"
-SCENARIOS = {"send", "get", "stream", "resubscribe", "restart", "rest", "outbox"}
+SCENARIOS = {"send", "get", "send10", "get10", "stream", "resubscribe", "restart", "rest", "outbox"}
 TARGET_IDS = {
     "send-vs-sdk-memory",
     "send-vs-sdk-sqlite",
@@ -125,6 +125,22 @@ def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
         for c in ("c1", "c32", "c256"):
             _check_wrk_run(scenarios["send"][name][c], f"message/send {c} on {name}")
         _check_wrk_run(scenarios["get"][name]["c32"], f"tasks/get c32 on {name}")
+
+    # A2A 1.0 (SendMessage, GetTask): Tether only, every answer checked by rpc.lua, and each
+    # beside its 0.3 counterpart with the ratio (a number; its size is not asserted here)
+    speaks_10 = [s for s in measured if s.startswith("tether-")]
+    assert set(scenarios["send10"]) == set(scenarios["get10"]) == set(speaks_10)
+    for name in speaks_10:
+        for c in ("c1", "c32", "c256"):
+            _check_wrk_run(scenarios["send10"][name][c], f"SendMessage {c} on {name}")
+        _check_wrk_run(scenarios["get10"][name]["c32"], f"GetTask c32 on {name}")
+    ratios = report["a2a_1_0_vs_0_3"]
+    assert {(r["scenario"], r["server"], r["connections"]) for r in ratios} == {
+        *(("send10", s, c) for s in speaks_10 for c in (1, 32, 256)),
+        *(("get10", s, 32) for s in speaks_10),
+    }
+    assert all(r["ratio"] > 0 and r["within"] in (True, False) for r in ratios), ratios
+    assert "## A2A 1.0 beside 0.3" in out.with_suffix(".md").read_text()
 
     for name in (s for s in measured if s != "bare"):
         stream = scenarios["stream"][name]
