@@ -9,6 +9,7 @@ refused with ``VersionNotSupportedError`` naming what is served.
 
 from __future__ import annotations
 
+import functools
 import re
 from enum import Enum
 
@@ -57,10 +58,25 @@ def negotiate(header: str | None, query: str | None, served: tuple[Version, ...]
     text = (raw or "").strip()
     if not text:
         return Version.V0_3
-    match = _MAJOR_MINOR.match(text)
-    if match is not None:
-        wanted = f"{int(match.group(1))}.{int(match.group(2))}"
-        for version in served:
-            if version.value == wanted:
-                return version
+    version = _asked(text) if len(text) <= _LONGEST else None
+    if version is not None and version in served:
+        return version
     raise VersionNotSupported(text, served)
+
+
+#: the longest value ``_MAJOR_MINOR`` matches (``1234.1234.1234``): anything longer is refused uncached
+_LONGEST = 14
+_BY_VALUE = {v.value: v for v in Version}
+
+
+@functools.lru_cache(maxsize=64)
+def _asked(text: str) -> Version | None:
+    """The version ``Major.Minor[.patch]`` names (None: not such a value, or no version Tether knows).
+
+    Kept per value: every 1.x request sends the same few, and parsing one costs a 1.0
+    request more than its whole ``GetTask`` codec.
+    """
+    match = _MAJOR_MINOR.match(text)
+    if match is None:
+        return None
+    return _BY_VALUE.get(f"{int(match.group(1))}.{int(match.group(2))}")
