@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 import uvicorn
 from fastapi import FastAPI
@@ -52,10 +53,12 @@ from tether.openwop.callbacks import callback_projector
 from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
 from tether.openwop.webhooks import webhook_fanout
+from tether.ops.logs import configure as configure_logging
+from tether.ops.startup import EXIT_STARTUP_FAILED, LifespanGuard, explain, quiet_uvicorn_startup_failure
 from tether.settings import Settings
 from tether.store import open_store
 from tether.store.base import Store, WorkflowRow
-from tether.store.sqlite import SqliteStore, StoreInUse
+from tether.store.sqlite import SqliteStore
 
 log = logging.getLogger("tether")
 
@@ -137,11 +140,7 @@ def open_store_for(settings: Settings) -> Store:
     """The store the settings name; a SQLite store also takes its data directory's host lock."""
     store = open_store(data_dir=str(settings.data_dir), database_url=settings.database_url)
     if isinstance(store, SqliteStore):
-        try:
-            store.serve()
-        except StoreInUse as taken:
-            print(f"tether: error: {taken}", file=sys.stderr, flush=True)
-            raise
+        store.serve()  # StoreInUse: another host serves this file (``tether serve`` explains it)
     return store
 
 
@@ -166,11 +165,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
 
             stack.callback(stopped)
             key = host_secret(settings.host_key_path)
-            try:
-                await check_host_key(store, key, settings.host_key_path)
-            except HostKeyMismatch as mismatch:
-                print(f"tether: error: {mismatch}", file=sys.stderr, flush=True)
-                raise
+            await check_host_key(store, key, settings.host_key_path)
             registry = await load_registry(settings, store)
             notifier = Notifier(fallback=settings.fallback_poll_seconds if store.shared else None)
             owner = host_identity(settings.data_dir)
@@ -268,9 +263,13 @@ class Server(uvicorn.Server):
     tuned for it (see ``main_loop``); a host embedded in another program leaves it be.
     """
 
-    def __init__(self, config: uvicorn.Config, endpoint: RpcEndpoint, *, long_lived: bool = True) -> None:
+    def __init__(
+        self, config: uvicorn.Config, endpoint: RpcEndpoint, guard: LifespanGuard, *, long_lived: bool = True
+    ) -> None:
         super().__init__(config)
         self.endpoint = endpoint
+        #: holds why start-up failed, if it did
+        self.guard = guard
         self.long_lived = long_lived
         #: set once the server serves, for a caller in another thread
         self.serving = threading.Event()
@@ -336,8 +335,9 @@ def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server,
     sock.listen(2048)
     settings = replace(settings, port=sock.getsockname()[1])
     endpoint = build_app(settings)
+    guard = LifespanGuard(endpoint, debug=settings.log_level == "debug")
     config = uvicorn.Config(
-        endpoint,
+        guard,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=5,
@@ -345,14 +345,34 @@ def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server,
         date_header=False,  # DateHeader and the A2A endpoint stamp it, with no 10 Hz tick
         server_header=False,  # no need to tell strangers what serves them
         proxy_headers=False,  # every URL Tether gives out comes from --public-url, never X-Forwarded-*
-        # an embedding program keeps its own logging set-up
-        log_config=uvicorn.config.LOGGING_CONFIG if long_lived else None,
+        log_config=None,  # ``serve`` configures logging (--log-level, --log-format); an embedder keeps its own
     )
-    return Server(config, endpoint, long_lived=long_lived), sock, settings
+    return Server(config, endpoint, guard, long_lived=long_lived), sock, settings
 
 
 def serve(settings: Settings) -> None:
-    """Run the host until SIGTERM or SIGINT (graceful: in-flight state is already on disk)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    server, sock, _ = make_server(settings)
-    server.run(sockets=[sock])
+    """Run the host until SIGTERM or SIGINT (graceful: in-flight state is already on disk).
+
+    A host that cannot start prints one line saying why and what to do, and exits 3
+    (a traceback too with ``--log-level debug``).
+    """
+    configure_logging(settings.log_level, settings.log_format)
+    quiet_uvicorn_startup_failure()
+    try:
+        server, sock, _ = make_server(settings)
+    except OSError as exc:
+        _refuse(explain(exc, host=settings.host, port=settings.port), exc, settings)
+    try:
+        server.run(sockets=[sock])
+    except SystemExit:
+        failure = server.guard.failure
+        if failure is None:
+            raise
+        _refuse(explain(failure), failure, settings)
+
+
+def _refuse(line: str, cause: BaseException, settings: Settings) -> NoReturn:
+    if settings.log_level == "debug":
+        log.error("start-up failed", exc_info=cause)
+    print(f"tether: error: {line}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_STARTUP_FAILED)
