@@ -53,6 +53,7 @@ from tether.openwop.callbacks import callback_projector
 from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
 from tether.openwop.webhooks import webhook_fanout
+from tether.ops.health import Check, HealthEndpoints, Readiness
 from tether.ops.logs import configure as configure_logging
 from tether.ops.startup import EXIT_STARTUP_FAILED, LifespanGuard, explain, quiet_uvicorn_startup_failure
 from tether.settings import Settings
@@ -120,13 +121,38 @@ async def check_host_key(store: Store, key: bytes, path: Path) -> None:
     of one database share one key; a host with another key would fail quietly (pushes
     dead-lettered, tokens refused). It fails loudly here instead.
     """
-    fingerprint = hashlib.sha256(b"tether:host-key-check:v1\0" + key).hexdigest()[:32]
+    fingerprint = host_key_fingerprint(key)
     stored = await store.claim_setting("host_key_fingerprint", fingerprint)
     if stored != fingerprint:
         raise HostKeyMismatch(
             f"the host key {path} is not the key this database was first used with: start every host "
             "of one database with the same --secret-key-file (the key seals push secrets and signs tokens)"
         )
+
+
+def host_key_fingerprint(key: bytes) -> str:
+    """What the store remembers of the host key: enough to compare, nothing to recover it from."""
+    return hashlib.sha256(b"tether:host-key-check:v1\0" + key).hexdigest()[:32]
+
+
+def readiness_checks(store: Store, engine: Engine, key: bytes) -> list[tuple[str, Check]]:
+    """What ``/readyz`` asks each time: the store answers through its write path; the lease loops run."""
+    fingerprint = host_key_fingerprint(key)
+
+    async def store_answers() -> str | None:
+        # a no-op write: on SQLite it passes through the writer thread, so it proves that loop runs too
+        stored = await store.claim_setting("host_key_fingerprint", fingerprint)
+        return None if stored == fingerprint else "the store holds another host key's fingerprint"
+
+    checks: list[tuple[str, Check]] = [("store", store_answers)]
+    cluster = engine.cluster
+    if cluster is not None:
+
+        async def leases_renewed() -> str | None:
+            return None if cluster.running else "the lease heartbeat or orphan scan has stopped"
+
+        checks.append(("leases", leases_renewed))
+    return checks
 
 
 async def ensure_dev_key(store: Store) -> str | None:
@@ -218,6 +244,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
             app.state.first_start_key = dev_key
             if dev_key is not None:
                 print(f"tether: first start, created API key 'dev' (shown once):\n{dev_key}", flush=True)
+            readiness.started(readiness_checks(store, engine, key))
             print(f"tether: resumed {resumed} unfinished run(s); serving on {settings.base_url}", flush=True)
             serving = True
             yield
@@ -231,6 +258,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
         docs_url=None,
         redoc_url=None,
     )
+    readiness = app.state.readiness = Readiness()
     errors.install(app)
     routers = [
         discovery.router,
@@ -270,6 +298,8 @@ class Server(uvicorn.Server):
         self.endpoint = endpoint
         #: holds why start-up failed, if it did
         self.guard = guard
+        #: seconds between turning /readyz 503 and shutting down (--drain-seconds)
+        self.drain_seconds = 0.0
         self.long_lived = long_lived
         #: set once the server serves, for a caller in another thread
         self.serving = threading.Event()
@@ -293,6 +323,11 @@ class Server(uvicorn.Server):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         # Streams never end on their own; ended now, their responses complete and the
         # server need not wait out its graceful timeout (clients re-attach with Last-Event-ID).
+        # First no longer ready, while still serving: a balancer stops sending before anything closes.
+        self.endpoint.app.state.readiness.draining()
+        if self.drain_seconds > 0 and self.started:
+            log.info("draining for %g s before shutting down (/readyz answers 503)", self.drain_seconds)
+            await asyncio.sleep(self.drain_seconds)
         logs: RunLogs | None = getattr(self.endpoint.app.state, "logs", None)
         if logs is not None:
             logs.stop()
@@ -335,7 +370,8 @@ def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server,
     sock.listen(2048)
     settings = replace(settings, port=sock.getsockname()[1])
     endpoint = build_app(settings)
-    guard = LifespanGuard(endpoint, debug=settings.log_level == "debug")
+    probed = HealthEndpoints(endpoint, endpoint.app.state.readiness)
+    guard = LifespanGuard(probed, debug=settings.log_level == "debug")
     config = uvicorn.Config(
         guard,
         log_level="warning",
@@ -347,7 +383,9 @@ def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server,
         proxy_headers=False,  # every URL Tether gives out comes from --public-url, never X-Forwarded-*
         log_config=None,  # ``serve`` configures logging (--log-level, --log-format); an embedder keeps its own
     )
-    return Server(config, endpoint, guard, long_lived=long_lived), sock, settings
+    server = Server(config, endpoint, guard, long_lived=long_lived)
+    server.drain_seconds = settings.drain_seconds
+    return server, sock, settings
 
 
 def serve(settings: Settings) -> None:

@@ -30,6 +30,7 @@ class Settings:
     push_retry_schedule: str = "5s,30s,2m,10m,1h,4h,12h"
     push_body: str = "status"  # "status": a TaskStatusUpdateEvent; "task": the full Task
     a2a_anonymous_tenant: str | None = None  # a public agent: keyless A2A calls act in this tenant (REST needs a key)
+    drain_seconds: float = 0.0  # on SIGTERM: /readyz answers 503 this long before the host stops serving
     log_level: str = "info"  # debug also prints a start-up failure's traceback
     log_format: str = "text"  # "text" for people, "json" (one object per line) for collectors
     extra: dict[str, object] = field(default_factory=dict)

@@ -277,6 +277,13 @@ def main() -> None:
     help="A2A push body: a TaskStatusUpdateEvent (RFC 0100) or the full Task (A2A v0.3 example).",
 )
 @click.option(
+    "--drain-seconds",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="On SIGTERM, answer /readyz with 503 this long while still serving, so a load balancer drains first.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
