@@ -55,6 +55,8 @@ from tether.openwop.tokens import TokenSigner
 from tether.openwop.webhooks import webhook_fanout
 from tether.ops.health import Check, HealthEndpoints, Readiness
 from tether.ops.logs import configure as configure_logging
+from tether.ops.metrics import Metrics, MetricsEndpoint, RunWatch
+from tether.ops.observe import Observed
 from tether.ops.startup import EXIT_STARTUP_FAILED, LifespanGuard, explain, quiet_uvicorn_startup_failure
 from tether.settings import Settings
 from tether.store import open_store
@@ -183,6 +185,8 @@ def build_app(settings: Settings) -> RpcEndpoint:
             store = open_store_for(settings)
             await store.open()
             stack.push_async_callback(store.close)
+            metrics.timed_commits(store)
+            app.state.store = store
             serving = False
 
             def stopped() -> None:  # after the engine and the outbox, before the store closes
@@ -214,6 +218,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
                 on_commit=[
                     lambda commit, enqueued: egress.worker.wake() if enqueued else None,
                     lambda commit, enqueued: logs.committed(commit),
+                    watch.committed,
                 ],
                 owner=owner,
                 leases=LeaseSettings(settings.lease_seconds),
@@ -259,6 +264,9 @@ def build_app(settings: Settings) -> RpcEndpoint:
         redoc_url=None,
     )
     readiness = app.state.readiness = Readiness()
+    metrics = app.state.metrics = Metrics()
+    watch = RunWatch(metrics)
+    app.state.store = None
     errors.install(app)
     routers = [
         discovery.router,
@@ -370,7 +378,9 @@ def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server,
     sock.listen(2048)
     settings = replace(settings, port=sock.getsockname()[1])
     endpoint = build_app(settings)
-    probed = HealthEndpoints(endpoint, endpoint.app.state.readiness)
+    state = endpoint.app.state
+    observed = MetricsEndpoint(Observed(endpoint, state.metrics), state.metrics, lambda: state.store)
+    probed = HealthEndpoints(observed, state.readiness)
     guard = LifespanGuard(probed, debug=settings.log_level == "debug")
     config = uvicorn.Config(
         guard,
