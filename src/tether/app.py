@@ -186,7 +186,8 @@ def build_app(settings: Settings) -> RpcEndpoint:
             await store.open()
             stack.push_async_callback(store.close)
             metrics.timed_commits(store)
-            app.state.store = store
+            app.state.store = store  # what /metrics reads its gauges from, while it is open
+            stack.callback(setattr, app.state, "store", None)
             serving = False
 
             def stopped() -> None:  # after the engine and the outbox, before the store closes
@@ -370,6 +371,10 @@ def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server,
     The socket is bound first (port 0 picks one; connections wait in the backlog while the
     lifespan starts up), so the settings returned carry the real port, which the app's
     links and agent card use.
+
+    In front of the app, outermost first: the lifespan guard (a failed start-up becomes
+    one line), the probes (``/healthz``, ``/readyz``), ``/metrics``, then the request log
+    and metrics around everything else, so probes and scrapes are neither logged nor counted.
     """
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

@@ -9,6 +9,7 @@ record's structured fields (``extra={"fields": {...}}``) become JSON members, or
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from typing import Any, Final, TextIO
@@ -41,9 +42,13 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+#: a value written bare in text lines; anything else is quoted (as JSON) so the line still splits on spaces
+_BARE = re.compile(r'[^\s"=]+')
+
+
 def _text(value: object) -> str:
     text = "-" if value is None else str(value)
-    return text if text and not any(c.isspace() or c in '"=' for c in text) else orjson.dumps(text).decode()
+    return text if _BARE.fullmatch(text) else orjson.dumps(text).decode()
 
 
 class JsonFormatter(logging.Formatter):

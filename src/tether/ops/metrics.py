@@ -9,6 +9,7 @@ run status; never a run, task or delivery id.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +29,8 @@ log = logging.getLogger("tether.run")
 _LATENCY: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 #: how long gates wait for people: seconds to days
 _WAIT: Final = (1, 10, 60, 300, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 7 * 86400)
+#: the longest a scrape waits for the store's gauges before serving the counters alone
+_REFRESH_TIMEOUT: Final = 5.0
 #: the most outbox rows a scrape counts per state (counting is a read of the store)
 OUTBOX_COUNT_CAP: Final = 10_000
 
@@ -171,7 +174,10 @@ class MetricsEndpoint:
             return
         store = self._store()
         if store is not None:
-            await self.metrics.refresh(store)
+            try:
+                await asyncio.wait_for(self.metrics.refresh(store), _REFRESH_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001 - the counters are still worth serving
+                log.warning("metrics: could not read runs and outbox gauges from the store: %s", exc)
         body = generate_latest(self.metrics.registry)
         await _send(
             send, 200, b"" if scope["method"] == "HEAD" else body, [(b"content-type", CONTENT_TYPE_LATEST.encode())]
