@@ -54,6 +54,7 @@ from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
 from tether.openwop.webhooks import webhook_fanout
 from tether.ops.health import Check, HealthEndpoints, Readiness
+from tether.ops.logs import InfoLines
 from tether.ops.logs import configure as configure_logging
 from tether.ops.metrics import Metrics, MetricsEndpoint, RunWatch
 from tether.ops.observe import Observed
@@ -172,7 +173,7 @@ def open_store_for(settings: Settings) -> Store:
     return store
 
 
-def build_app(settings: Settings) -> RpcEndpoint:
+def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint:
     """The ASGI app: the A2A endpoint in front of the REST app, whose lifespan builds and runs the host.
 
     Start-up goes in the order below and shut-down in reverse, both owned by one exit
@@ -266,7 +267,8 @@ def build_app(settings: Settings) -> RpcEndpoint:
     )
     readiness = app.state.readiness = Readiness()
     metrics = app.state.metrics = Metrics()
-    watch = RunWatch(metrics)
+    watch = RunWatch(metrics, lines)
+    app.state.lines = lines
     app.state.store = None
     errors.install(app)
     routers = [
@@ -365,7 +367,9 @@ class Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server, socket.socket, Settings]:
+def make_server(
+    settings: Settings, *, long_lived: bool = True, lines: InfoLines | None = None
+) -> tuple[Server, socket.socket, Settings]:
     """The server of a host built from ``settings``, its listening socket, and the settings as bound.
 
     The socket is bound first (port 0 picks one; connections wait in the backlog while the
@@ -382,9 +386,9 @@ def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server,
     sock.bind((settings.host, settings.port))
     sock.listen(2048)
     settings = replace(settings, port=sock.getsockname()[1])
-    endpoint = build_app(settings)
+    endpoint = build_app(settings, lines)
     state = endpoint.app.state
-    observed = MetricsEndpoint(Observed(endpoint, state.metrics), state.metrics, lambda: state.store)
+    observed = MetricsEndpoint(Observed(endpoint, state.metrics, lines), state.metrics, lambda: state.store)
     probed = HealthEndpoints(observed, state.readiness)
     guard = LifespanGuard(probed, debug=settings.log_level == "debug")
     config = uvicorn.Config(
@@ -409,10 +413,10 @@ def serve(settings: Settings) -> None:
     A host that cannot start prints one line saying why and what to do, and exits 3
     (a traceback too with ``--log-level debug``).
     """
-    configure_logging(settings.log_level, settings.log_format)
+    lines = configure_logging(settings.log_level, settings.log_format)
     quiet_uvicorn_startup_failure()
     try:
-        server, sock, _ = make_server(settings)
+        server, sock, _ = make_server(settings, lines=lines)
     except OSError as exc:
         _refuse(explain(exc, host=settings.host, port=settings.port), exc, settings)
     try:

@@ -17,12 +17,6 @@ from inproc import InProcessHost
 from tether.cli.main import cli
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("TETHER_DATA_DIR", "TETHER_DATABASE_URL", "TETHER_URL", "TETHER_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def run(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 

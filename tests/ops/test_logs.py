@@ -7,14 +7,16 @@ token in a URL, a push token and credentials, a webhook secret, and message bodi
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
 from harness import HostProcess, wait_until
 
-from tether.ops.logs import TextFormatter
+from tether.ops.logs import InfoLines, TextFormatter
 
 BODY_SECRET = "BODY-SECRET-6f1c2d"
 PUSH_TOKEN = "PUSH-TOKEN-9a8b7c"
@@ -104,3 +106,24 @@ def test_text_lines_carry_the_fields_as_key_value_pairs() -> None:
     record.fields = {"method": "GET", "path": "/v1/runs", "status": 200, "principal": None, "note": "two words"}
     line = TextFormatter().format(record)
     assert line.endswith('request method=GET path=/v1/runs status=200 principal=- note="two words"')
+
+
+def test_the_hot_path_writer_writes_what_the_formatters_write() -> None:
+    fields = {"method": "GET", "path": "/v1/runs", "status": 200, "principal": None}
+    text, as_json = io.StringIO(), io.StringIO()
+    InfoLines(text, "text").emit("tether.request", "request", fields)
+    InfoLines(as_json, "json").emit("tether.request", "request", fields)
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO tether.request: request "
+        r"method=GET path=/v1/runs status=200 principal=-\n",
+        text.getvalue(),
+    )
+    line = json.loads(as_json.getvalue())
+    assert {k: line[k] for k in ("level", "logger", "message", "status", "principal")} == {
+        "level": "info",
+        "logger": "tether.request",
+        "message": "request",
+        "status": 200,
+        "principal": None,
+    }
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line["time"])

@@ -18,6 +18,7 @@ from typing import Any, Final
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tether.ops.logs import InfoLines
 from tether.store.base import Commit, Store
 from tether.types import RUN_STATUSES, TERMINAL, WAITING
 
@@ -43,6 +44,7 @@ class Metrics:
     """The host's registry and every metric in it."""
 
     def __init__(self) -> None:
+        self._children: dict[tuple[str, str, int], tuple[Callable[[], None], Callable[[float], None]]] = {}
         self.registry = r = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "tether_requests", "HTTP requests answered", ["surface", "operation", "outcome"], registry=r
@@ -81,8 +83,16 @@ class Metrics:
         )
 
     def request(self, surface: str, operation: str, status: int, seconds: float) -> None:
-        self.requests.labels(surface, operation, _outcome(status)).inc()
-        self.request_seconds.labels(surface, operation).observe(seconds)
+        """One answered request: the labelled children are looked up once per label set, then cached."""
+        key = (surface, operation, status)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (
+                self.requests.labels(surface, operation, _outcome(status)).inc,
+                self.request_seconds.labels(surface, operation).observe,
+            )
+        children[0]()
+        children[1](seconds)
 
     def stream_opened(self, surface: str) -> None:
         self.open_streams.labels(surface).inc()
@@ -123,8 +133,9 @@ class RunWatch:
     they end), so a commit that leaves the status as it was is counted but not logged.
     """
 
-    def __init__(self, metrics: Metrics | None) -> None:
+    def __init__(self, metrics: Metrics | None, lines: InfoLines | None = None) -> None:
         self.metrics = metrics
+        self.lines = lines
         self._last: dict[str, tuple[str, float]] = {}
 
     def committed(self, commit: Commit, enqueued: Any = None) -> None:
@@ -146,7 +157,7 @@ class RunWatch:
             self._last.pop(run.run_id, None)
         else:
             self._last[run.run_id] = (run.status, now)
-        if log.isEnabledFor(logging.INFO):
+        if self.lines is not None or log.isEnabledFor(logging.INFO):
             fields = {
                 "run_id": run.run_id,
                 "workflow": run.workflow_id,
@@ -154,7 +165,10 @@ class RunWatch:
                 "to": run.status,
                 "sequence": run.last_sequence,
             }
-            log.info("run", extra={"fields": fields})
+            if self.lines is not None:
+                self.lines.emit(log.name, "run", fields)
+            else:
+                log.info("run", extra={"fields": fields})
 
 
 class MetricsEndpoint:

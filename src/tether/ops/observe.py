@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tether.exchange import CURRENT, Exchange
 
 if TYPE_CHECKING:
+    from tether.ops.logs import InfoLines
     from tether.ops.metrics import Metrics
 
 __all__ = ["Observed", "route_of"]
@@ -43,9 +44,11 @@ def route_of(scope: Scope) -> tuple[str, str]:
 class Observed:
     """Logs and measures each HTTP request to ``app`` once it is answered (a stream, once it ends)."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics | None = None) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics | None = None, lines: InfoLines | None = None) -> None:
         self.app = app
         self.metrics = metrics
+        #: the fast writer ``tether serve`` set up; without one (an embedded host) lines go through ``logging``
+        self.lines = lines
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -79,17 +82,16 @@ class Observed:
                 self.metrics.request(surface, operation, status, elapsed)
                 if stream:
                     self.metrics.stream_closed(surface)
-            if log.isEnabledFor(logging.INFO):
-                log.info(
-                    "request",
-                    extra={
-                        "fields": {
-                            "method": scope["method"],
-                            "path": route,
-                            "operation": exchange.operation,
-                            "status": status,
-                            "duration_ms": round(elapsed * 1000, 2),
-                            "principal": exchange.principal,
-                        }
-                    },
-                )
+            if self.lines is not None or log.isEnabledFor(logging.INFO):
+                fields = {
+                    "method": scope["method"],
+                    "path": route,
+                    "operation": exchange.operation,
+                    "status": status,
+                    "duration_ms": round(elapsed * 1000, 2),
+                    "principal": exchange.principal,
+                }
+                if self.lines is not None:
+                    self.lines.emit(log.name, "request", fields)
+                else:
+                    log.info("request", extra={"fields": fields})
