@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 import uvicorn
 from fastapi import FastAPI
@@ -57,10 +58,16 @@ from tether.openwop.callbacks import callback_projector
 from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
 from tether.openwop.webhooks import webhook_fanout
+from tether.ops.health import Check, HealthEndpoints, Readiness
+from tether.ops.logs import InfoLines
+from tether.ops.logs import configure as configure_logging
+from tether.ops.metrics import Metrics, MetricsEndpoint, RunWatch
+from tether.ops.observe import Observed
+from tether.ops.startup import EXIT_STARTUP_FAILED, LifespanGuard, explain, quiet_uvicorn_startup_failure
 from tether.settings import Settings
 from tether.store import open_store
 from tether.store.base import Store, WorkflowRow
-from tether.store.sqlite import SqliteStore, StoreInUse
+from tether.store.sqlite import SqliteStore
 
 log = logging.getLogger("tether")
 
@@ -127,13 +134,38 @@ async def check_host_key(store: Store, key: bytes, path: Path) -> None:
     of one database share one key; a host with another key would fail quietly (pushes
     dead-lettered, tokens refused). It fails loudly here instead.
     """
-    fingerprint = hashlib.sha256(b"tether:host-key-check:v1\0" + key).hexdigest()[:32]
+    fingerprint = host_key_fingerprint(key)
     stored = await store.claim_setting("host_key_fingerprint", fingerprint)
     if stored != fingerprint:
         raise HostKeyMismatch(
             f"the host key {path} is not the key this database was first used with: start every host "
             "of one database with the same --secret-key-file (the key seals push secrets and signs tokens)"
         )
+
+
+def host_key_fingerprint(key: bytes) -> str:
+    """What the store remembers of the host key: enough to compare, nothing to recover it from."""
+    return hashlib.sha256(b"tether:host-key-check:v1\0" + key).hexdigest()[:32]
+
+
+def readiness_checks(store: Store, engine: Engine, key: bytes) -> list[tuple[str, Check]]:
+    """What ``/readyz`` asks each time: the store answers through its write path; the lease loops run."""
+    fingerprint = host_key_fingerprint(key)
+
+    async def store_answers() -> str | None:
+        # a no-op write: on SQLite it passes through the writer thread, so it proves that loop runs too
+        stored = await store.claim_setting("host_key_fingerprint", fingerprint)
+        return None if stored == fingerprint else "the store holds another host key's fingerprint"
+
+    checks: list[tuple[str, Check]] = [("store", store_answers)]
+    cluster = engine.cluster
+    if cluster is not None:
+
+        async def leases_renewed() -> str | None:
+            return None if cluster.running else "the lease heartbeat or orphan scan has stopped"
+
+        checks.append(("leases", leases_renewed))
+    return checks
 
 
 async def ensure_dev_key(store: Store) -> str | None:
@@ -147,15 +179,11 @@ def open_store_for(settings: Settings) -> Store:
     """The store the settings name; a SQLite store also takes its data directory's host lock."""
     store = open_store(data_dir=str(settings.data_dir), database_url=settings.database_url)
     if isinstance(store, SqliteStore):
-        try:
-            store.serve()
-        except StoreInUse as taken:
-            print(f"tether: error: {taken}", file=sys.stderr, flush=True)
-            raise
+        store.serve()  # StoreInUse: another host serves this file (``tether serve`` explains it)
     return store
 
 
-def build_app(settings: Settings) -> RpcEndpoint:
+def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint:
     """The ASGI app: the A2A endpoint in front of the REST app, whose lifespan builds and runs the host.
 
     Start-up goes in the order below and shut-down in reverse, both owned by one exit
@@ -168,6 +196,9 @@ def build_app(settings: Settings) -> RpcEndpoint:
             store = open_store_for(settings)
             await store.open()
             stack.push_async_callback(store.close)
+            metrics.timed_commits(store)
+            app.state.store = store  # what /metrics reads its gauges from, while it is open
+            stack.callback(setattr, app.state, "store", None)
             serving = False
 
             def stopped() -> None:  # after the engine and the outbox, before the store closes
@@ -176,11 +207,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
 
             stack.callback(stopped)
             key = host_secret(settings.host_key_path)
-            try:
-                await check_host_key(store, key, settings.host_key_path)
-            except HostKeyMismatch as mismatch:
-                print(f"tether: error: {mismatch}", file=sys.stderr, flush=True)
-                raise
+            await check_host_key(store, key, settings.host_key_path)
             registry = await load_registry(settings, store)
             notifier = Notifier(fallback=settings.fallback_poll_seconds if store.shared else None)
             owner = host_identity(settings.data_dir)
@@ -203,6 +230,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
                 on_commit=[
                     lambda commit, enqueued: egress.worker.wake() if enqueued else None,
                     lambda commit, enqueued: logs.committed(commit),
+                    watch.committed,
                 ],
                 owner=owner,
                 leases=LeaseSettings(settings.lease_seconds),
@@ -243,6 +271,7 @@ def build_app(settings: Settings) -> RpcEndpoint:
             app.state.first_start_key = dev_key
             if dev_key is not None:
                 print(f"tether: first start, created API key 'dev' (shown once):\n{dev_key}", flush=True)
+            readiness.started(readiness_checks(store, engine, key))
             print(f"tether: resumed {resumed} unfinished run(s); serving on {settings.base_url}", flush=True)
             serving = True
             yield
@@ -256,6 +285,11 @@ def build_app(settings: Settings) -> RpcEndpoint:
         docs_url=None,
         redoc_url=None,
     )
+    readiness = app.state.readiness = Readiness()
+    metrics = app.state.metrics = Metrics()
+    watch = RunWatch(metrics, lines)
+    app.state.lines = lines
+    app.state.store = None
     errors.install(app)
     routers = [
         discovery.router,
@@ -304,9 +338,15 @@ class Server(uvicorn.Server):
     tuned for it (see ``main_loop``); a host embedded in another program leaves it be.
     """
 
-    def __init__(self, config: uvicorn.Config, endpoint: RpcEndpoint, *, long_lived: bool = True) -> None:
+    def __init__(
+        self, config: uvicorn.Config, endpoint: RpcEndpoint, guard: LifespanGuard, *, long_lived: bool = True
+    ) -> None:
         super().__init__(config)
         self.endpoint = endpoint
+        #: holds why start-up failed, if it did
+        self.guard = guard
+        #: seconds between turning /readyz 503 and shutting down (--drain-seconds)
+        self.drain_seconds = 0.0
         self.long_lived = long_lived
         #: set once the server serves, for a caller in another thread
         self.serving = threading.Event()
@@ -330,6 +370,11 @@ class Server(uvicorn.Server):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         # Streams never end on their own; ended now, their responses complete and the
         # server need not wait out its graceful timeout (clients re-attach with Last-Event-ID).
+        # First no longer ready, while still serving: a balancer stops sending before anything closes.
+        self.endpoint.app.state.readiness.draining()
+        if self.drain_seconds > 0 and self.started:
+            log.info("draining for %g s before shutting down (/readyz answers 503)", self.drain_seconds)
+            await asyncio.sleep(self.drain_seconds)
         logs: RunLogs | None = getattr(self.endpoint.app.state, "logs", None)
         if logs is not None:
             logs.stop()
@@ -358,12 +403,18 @@ class Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server, socket.socket, Settings]:
+def make_server(
+    settings: Settings, *, long_lived: bool = True, lines: InfoLines | None = None
+) -> tuple[Server, socket.socket, Settings]:
     """The server of a host built from ``settings``, its listening socket, and the settings as bound.
 
     The socket is bound first (port 0 picks one; connections wait in the backlog while the
     lifespan starts up), so the settings returned carry the real port, which the app's
     links and agent card use.
+
+    In front of the app, outermost first: the lifespan guard (a failed start-up becomes
+    one line), the probes (``/healthz``, ``/readyz``), ``/metrics``, then the request log
+    and metrics around everything else, so probes and scrapes are neither logged nor counted.
     """
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -371,9 +422,13 @@ def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server,
     sock.bind((settings.host, settings.port))
     sock.listen(2048)
     settings = replace(settings, port=sock.getsockname()[1])
-    endpoint = build_app(settings)
+    endpoint = build_app(settings, lines)
+    state = endpoint.app.state
+    observed = MetricsEndpoint(Observed(endpoint, state.metrics, lines), state.metrics, lambda: state.store)
+    probed = HealthEndpoints(observed, state.readiness)
+    guard = LifespanGuard(probed, debug=settings.log_level == "debug")
     config = uvicorn.Config(
-        endpoint,
+        guard,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=5,
@@ -381,16 +436,38 @@ def make_server(settings: Settings, *, long_lived: bool = True) -> tuple[Server,
         date_header=False,  # DateHeader and the A2A endpoint stamp it, with no 10 Hz tick
         server_header=False,  # no need to tell strangers what serves them
         proxy_headers=False,  # every URL Tether gives out comes from --public-url, never X-Forwarded-*
-        # an embedding program keeps its own logging set-up
-        log_config=uvicorn.config.LOGGING_CONFIG if long_lived else None,
+        log_config=None,  # ``serve`` configures logging (--log-level, --log-format); an embedder keeps its own
         ssl_certfile=str(settings.tls_certfile) if settings.tls_certfile else None,
         ssl_keyfile=str(settings.tls_keyfile) if settings.tls_keyfile else None,
     )
-    return Server(config, endpoint, long_lived=long_lived), sock, settings
+    server = Server(config, endpoint, guard, long_lived=long_lived)
+    server.drain_seconds = settings.drain_seconds
+    return server, sock, settings
 
 
 def serve(settings: Settings) -> None:
-    """Run the host until SIGTERM or SIGINT (graceful: in-flight state is already on disk)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    server, sock, _ = make_server(settings)
-    server.run(sockets=[sock])
+    """Run the host until SIGTERM or SIGINT (graceful: in-flight state is already on disk).
+
+    A host that cannot start prints one line saying why and what to do, and exits 3
+    (a traceback too with ``--log-level debug``).
+    """
+    lines = configure_logging(settings.log_level, settings.log_format)
+    quiet_uvicorn_startup_failure()
+    try:
+        server, sock, _ = make_server(settings, lines=lines)
+    except OSError as exc:
+        _refuse(explain(exc, host=settings.host, port=settings.port), exc, settings)
+    try:
+        server.run(sockets=[sock])
+    except SystemExit:
+        failure = server.guard.failure
+        if failure is None:
+            raise
+        _refuse(explain(failure), failure, settings)
+
+
+def _refuse(line: str, cause: BaseException, settings: Settings) -> NoReturn:
+    if settings.log_level == "debug":
+        log.error("start-up failed", exc_info=cause)
+    print(f"tether: error: {line}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_STARTUP_FAILED)

@@ -34,6 +34,9 @@ class Settings:
     tls_keyfile: Path | None = None
     handoff_poll_max_seconds: float = 30.0  # the longest a hand-off waits between reads of its peer task
     a2a_conformance_peer_url: str | None = None  # test seams: the peer conformance hand-off nodes call
+    drain_seconds: float = 0.0  # on SIGTERM: /readyz answers 503 this long before the host stops serving
+    log_level: str = "info"  # debug also prints a start-up failure's traceback
+    log_format: str = "text"  # "text" for people, "json" (one object per line) for collectors
     extra: dict[str, object] = field(default_factory=dict)
 
     @property

@@ -54,13 +54,6 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A developer's shell settings must not point the tests at a real store.
-    for name in ("TETHER_DATA_DIR", "TETHER_DATABASE_URL", "TETHER_URL", "TETHER_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def run(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 

@@ -57,6 +57,7 @@ from tether.a2a.streams import SSE_HEADERS, Framing, error_stream, jsonrpc_frami
 from tether.a2a.surface import A2ASurface
 from tether.a2a.versions import Version, VersionNotSupported, negotiate
 from tether.errors import Forbidden, TetherError
+from tether.exchange import note_operation, note_principal
 from tether.http.errors import envelope
 from tether.http.middleware import http_date, too_large_body, well_formed_traceparent
 from tether.ids import new_id
@@ -226,6 +227,7 @@ class RpcEndpoint:
         methods = self._codecs(a2a)[version]
         try:
             routed = rest10.match(verb, scope["path"][len(REST_PATH) :])
+            note_operation(routed.route.method)
             principal = await _principal(a2a, head.authorization)
             method = methods[routed.route.method]
             params = rest10.params_of(routed, scope.get("query_string", b""), body, head.content_type)
@@ -352,6 +354,7 @@ class RpcEndpoint:
                 lambda name: _foreign(version, name, tables),
             )
             method = methods[call.method]
+            note_operation(call.method)
             scope = method.scope(call.params)
             if scope is not None and not principal.can(scope):
                 raise Forbidden(
@@ -443,7 +446,9 @@ async def _principal(a2a: A2ASurface, authorization: str | None) -> Principal:
     """The caller: its key's principal, or the anonymous one when it sends no key to a public agent."""
     tenant = a2a.settings.a2a_anonymous_tenant
     if tenant is not None and not authorization:
-        return anonymous(tenant)
+        caller = anonymous(tenant)
+        note_principal(caller)
+        return caller
     return await a2a.verifier.verify(authorization)
 
 

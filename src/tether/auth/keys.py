@@ -16,6 +16,7 @@ import time
 
 from tether import clock
 from tether.errors import InvalidInput, Unauthenticated
+from tether.exchange import note_principal
 from tether.store.base import KeyRow, Store
 from tether.types import Principal
 
@@ -89,8 +90,10 @@ class KeyVerifier:
     async def verify(self, authorization: str | None) -> Principal:
         verified = self._verified.get(authorization) if authorization else None
         if verified is not None and time.monotonic() - verified[1] < self.ttl:
+            note_principal(verified[0])
             return verified[0]
         principal = await self._check(authorization)
+        note_principal(principal)
         if len(self._verified) > 10_000:
             self._verified.clear()
         self._verified[authorization or ""] = (principal, time.monotonic())

@@ -21,6 +21,7 @@ from tether.cli._client import DEFAULT_URL, HostClient, HostError, HostUnreachab
 from tether.errors import TetherError
 from tether.settings import Settings
 from tether.store.base import Store
+from tether.types import RUN_STATUSES, TERMINAL, WAITING
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -118,9 +119,28 @@ def store_options(command: F) -> F:
     return command
 
 
-def _with_store(data_dir: Path, database_url: str | None, operation: Callable[[Store], Awaitable[T]]) -> T:
-    """Open the store, run one operation, close it: the CLI's whole relationship with storage."""
+def _with_store(
+    data_dir: Path, database_url: str | None, operation: Callable[[Store], Awaitable[T]], *, create: bool = False
+) -> T:
+    """Open the store, run one operation, close it: the CLI's whole relationship with storage.
+
+    Run with the default ``--data-dir`` (``./.tether``) where there is no store, a command
+    that ``create``s (``keys create``, before a first ``tether serve``) says which
+    directory it made; any other command refuses, naming the directory it looked in,
+    instead of making an empty one. A directory named on purpose is used as given.
+    """
     from tether.store import open_store
+
+    source = click.get_current_context().get_parameter_source("data_dir")
+    implicit = source is click.core.ParameterSource.DEFAULT
+    if implicit and database_url is None and not (data_dir / "tether.db").exists():
+        where = data_dir.absolute()
+        if not create:
+            _fail(
+                f"error: no Tether data in {where} (the default --data-dir): pass --data-dir, or set "
+                "TETHER_DATA_DIR, to the directory `tether serve --data-dir` uses"
+            )
+        click.echo(f"note: made a new Tether data directory at {where} (serve it with: tether serve)", err=True)
 
     try:
         store = open_store(data_dir=str(data_dir), database_url=database_url)
@@ -139,6 +159,17 @@ def _with_store(data_dir: Path, database_url: str | None, operation: Callable[[S
 
 def _client(url: str, key: str | None) -> HostClient:
     return HostClient(url, key)
+
+
+def _json_option(help_text: str) -> Callable[[F], F]:
+    """``--json``: the listing as JSON on stdout, for scripts (every listing command has it)."""
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+def _print_json(value: Any) -> None:
+    import json
+
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 # --- root ----------------------------------------------------------------------------------
@@ -269,17 +300,52 @@ def main() -> None:
     help="With --enable-test-seams: the A2A peer the conformance hand-off nodes (core.conformance.a2a-invoke, "
     "core.a2a.invoke) call; only then is the fixture conformance-a2a-task-roundtrip runnable and advertised.",
 )
+@click.option(
+    "--drain-seconds",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="On SIGTERM, answer /readyz with 503 this long while still serving, so a load balancer drains first.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="Least severe log records written to stderr; debug also shows a failed start-up's traceback.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Log lines as text for people, or one JSON object per line for a log collector.",
+)
 def serve(**params: Any) -> None:
     """Run the host until SIGTERM or Ctrl-C."""
     from tether.app import serve as run_host
 
-    run_host(_serve_settings(params))
+    try:
+        settings = _serve_settings(params)
+    except click.UsageError as refused:
+        _fail(f"error: {refused.message}", EXIT_UNREACHABLE)
+    run_host(settings)
+
+
+#: bind addresses that accept callers from anywhere: the card's URL cannot be guessed from them
+_WILDCARDS = ("0.0.0.0", "::", "")
 
 
 def _serve_settings(params: dict[str, Any]) -> Settings:
     """``Settings`` from the parsed ``serve`` options: each option is the field of the same name."""
     if (params.get("tls_certfile") is None) != (params.get("tls_keyfile") is None):
         raise click.UsageError("--tls-certfile and --tls-keyfile go together")
+    if params["host"] in _WILDCARDS and not params["public_url"]:
+        raise click.UsageError(
+            f"--host {params['host'] or '(all)'} serves callers on other machines, but the agent card and links "
+            "would point them at 127.0.0.1: also give --public-url (the URL they reach this host at), "
+            "e.g. --public-url https://tether.example.com"
+        )
     return Settings(**{**params, "egress_allow_cidrs": tuple(params["egress_allow_cidrs"])})
 
 
@@ -315,6 +381,11 @@ def _scopes_option(ctx: click.Context, param: click.Parameter, value: str | None
 
 @keys.command("create")
 @click.option("--name", required=True, help="Unique name among active keys (e.g. ci-bot).")
+@click.option(
+    "--rotate",
+    is_flag=True,
+    help="If an active key NAME exists, revoke it and create a new one (so a script always gets a working key).",
+)
 @click.option("--tenant", default="default", show_default=True, help="Tenant the key acts for.")
 @click.option(
     "--scopes",
@@ -322,23 +393,47 @@ def _scopes_option(ctx: click.Context, param: click.Parameter, value: str | None
     help='Comma-separated scopes, e.g. "runs:read,runs:create" (default: all scopes).',
 )
 @store_options
-def keys_create(name: str, tenant: str, scopes: list[str], data_dir: Path, database_url: str | None) -> None:
+def keys_create(
+    name: str, rotate: bool, tenant: str, scopes: list[str], data_dir: Path, database_url: str | None
+) -> None:
     """Create a key and print it once; only its hash is stored. The raw key is the last line."""
     from tether.auth.keys import create_key
+    from tether.clock import now_iso
 
-    raw = _with_store(data_dir, database_url, lambda store: create_key(store, name, tenant, scopes))
+    async def create(store: Store) -> tuple[bool, str]:
+        replaced = rotate and await store.revoke_key(name, now_iso())
+        return replaced, await create_key(store, name, tenant, scopes)
+
+    replaced, raw = _with_store(data_dir, database_url, create, create=True)
+    if replaced:
+        click.echo(f"revoked the previous key {name!r}")
     click.echo(f"created key {name!r} for tenant {tenant!r} with scopes: {', '.join(scopes)}")
     click.echo("store it now: it cannot be shown again")
     click.echo(raw)
 
 
 @keys.command("list")
+@_json_option("Print the keys as a JSON array (never their secrets or hashes).")
 @store_options
-def keys_list(data_dir: Path, database_url: str | None) -> None:
+def keys_list(as_json: bool, data_dir: Path, database_url: str | None) -> None:
     """List keys (never their secrets or hashes)."""
     from tether.auth.keys import ALL_SCOPES
 
     rows = _with_store(data_dir, database_url, lambda store: store.list_keys())
+    if as_json:
+        _print_json(
+            [
+                {
+                    "name": r.name,
+                    "tenant": r.tenant,
+                    "scopes": r.scopes,
+                    "createdAt": r.created_at,
+                    "revokedAt": r.revoked_at,
+                }
+                for r in rows
+            ]
+        )
+        return
     if not rows:
         click.echo("no API keys yet; create one with: tether keys create --name NAME")
         return
@@ -466,12 +561,16 @@ def workflows() -> None:
 
 
 @workflows.command("list")
+@_json_option("Print the workflows as a JSON array.")
 @host_options
-def workflows_list(url: str, key: str | None) -> None:
+def workflows_list(as_json: bool, url: str, key: str | None) -> None:
     """Workflows the running host has loaded, and whether it can execute each."""
     with _client(url, key) as client:
         body = client.get("/v1/workflows")
     items = body.get("workflows", []) if isinstance(body, dict) else []
+    if as_json:
+        _print_json(items)
+        return
     if not items:
         click.echo("the host has no workflows loaded")
         return
@@ -520,7 +619,7 @@ def _run_path(run_id: str, *rest: str) -> str:
 
 
 @runs.command("list")
-@click.option("--status", help="Only runs in this status (e.g. waiting-approval).")
+@click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
 @click.option("--workflow", "workflow_id", help="Only runs of this workflow id.")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
 @click.option("--cursor", help="Page on from a previous listing's cursor.")
@@ -540,7 +639,6 @@ def runs_list(
     key: str | None,
 ) -> None:
     """The tenant's runs, newest first."""
-    import json
 
     query = {"status": status, "workflowId": workflow_id, "limit": limit, "cursor": cursor}
     if waiting_on_peer:
@@ -549,7 +647,7 @@ def runs_list(
         body = client.get("/v1/runs", query)
     items = body.get("runs", []) if isinstance(body, dict) else []
     if as_json:
-        click.echo(json.dumps(items, indent=2))
+        _print_json(items)
         return
     if not items:
         click.echo("no runs")
@@ -557,6 +655,76 @@ def runs_list(
     render.print_table(_console(), render.runs_table(items))
     if isinstance(body, dict) and body.get("nextCursor"):
         click.echo(f"more: tether runs list --cursor {body['nextCursor']}")
+
+
+def _inputs_option(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
+    """``NAME=VALUE`` pairs are strings; ``NAME:=JSON`` pairs are JSON (numbers, booleans, objects...)."""
+    import json
+
+    inputs: dict[str, Any] = {}
+    for item in values:
+        name, sep, raw = item.partition("=")
+        if not sep or not name or name == ":":
+            raise click.BadParameter(f"{item!r} should read NAME=VALUE or NAME:=JSON", ctx=ctx, param=param)
+        if not name.endswith(":"):
+            inputs[name] = raw
+            continue
+        try:
+            inputs[name[:-1]] = json.loads(raw)
+        except ValueError as exc:
+            raise click.BadParameter(f"{item!r}: the value after := is not JSON ({exc})", ctx=ctx, param=param) from exc
+    return inputs
+
+
+#: a run has stopped for now when it is in one of these: over, or waiting for someone
+_SETTLED = frozenset({*TERMINAL, *WAITING})
+
+
+@runs.command("start")
+@click.argument("workflow_id")
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    callback=_inputs_option,
+    metavar="NAME=VALUE",
+    help="One input variable (repeat for each): NAME=VALUE sets a string, NAME:=JSON any JSON value.",
+)
+@click.option("--wait", is_flag=True, help="Wait until the run ends or waits for someone, then print where it is.")
+@click.option("--json", "as_json", is_flag=True, help="Print the RunSnapshot (with --wait) or the creation answer.")
+@host_options
+def runs_start(workflow_id: str, inputs: dict[str, Any], wait: bool, as_json: bool, url: str, key: str | None) -> None:
+    """Start a run of WORKFLOW_ID and print its id (the last line)."""
+    with _client(url, key) as client:
+        created = client.post("/v1/runs", {"workflowId": workflow_id, "inputs": inputs})
+        run_id = str(created.get("runId", "")) if isinstance(created, dict) else ""
+        if not wait:
+            if as_json:
+                _print_json(created)
+            else:
+                click.echo(f"started run {run_id} of {workflow_id}")
+                click.echo(run_id)
+            return
+        snapshot = _settled(client, run_id)
+    if as_json:
+        _print_json(snapshot)
+    else:
+        click.echo(render.run_summary(snapshot))
+    if snapshot.get("status") in ("failed", "cancelled"):
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+def _settled(client: HostClient, run_id: str) -> dict[str, Any]:
+    """The run's snapshot once it ends or waits, long-polling its events meanwhile."""
+    params: dict[str, Any] = {"timeout": 10}
+    while True:
+        page = client.get(_run_path(run_id, "events", "poll"), params)
+        if not isinstance(page, dict) or page.get("runStatus") in _SETTLED:
+            snapshot = client.get(_run_path(run_id))
+            return snapshot if isinstance(snapshot, dict) else {}
+        events = page.get("events", [])
+        if events:
+            params["lastSequence"] = events[-1].get("sequence")
 
 
 @runs.command("get")
@@ -578,23 +746,29 @@ def runs_get(run_id: str, as_json: bool, url: str, key: str | None) -> None:
 @runs.command("events")
 @click.argument("run_id")
 @click.option("--follow/--no-follow", default=False, show_default=True, help="Tail the live stream until the run ends.")
+@_json_option("Print each event as one JSON object per line (JSON Lines).")
 @host_options
-def runs_events(run_id: str, follow: bool, url: str, key: str | None) -> None:
+def runs_events(run_id: str, follow: bool, as_json: bool, url: str, key: str | None) -> None:
     """Print RUN_ID's events, one line each.
 
     Columns: sequence, time, type, node, payload.
     """
+    import json
+
+    def line(event: dict[str, Any]) -> str:
+        return json.dumps(event, ensure_ascii=False) if as_json else render.event_line(event)
+
     with _client(url, key) as client:
         if follow:
             for event in client.stream_events(run_id, "debug"):
-                click.echo(render.event_line(event))
+                click.echo(line(event))
             return
         params: dict[str, Any] = {"timeout": 1}
         while True:
             page = client.get(_run_path(run_id, "events", "poll"), params)
             events = page.get("events", []) if isinstance(page, dict) else []
             for event in events:
-                click.echo(render.event_line(event))
+                click.echo(line(event))
             if not events or page.get("isComplete"):
                 return
             params["lastSequence"] = events[-1].get("sequence")
@@ -709,12 +883,16 @@ def push() -> None:
     help="Only deliveries in this state (dead = dead letters).",
 )
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
+@_json_option("Print the deliveries as a JSON array.")
 @host_options
-def push_list(status: str | None, limit: int, url: str, key: str | None) -> None:
+def push_list(status: str | None, limit: int, as_json: bool, url: str, key: str | None) -> None:
     """Deliveries of your tenant, newest first, with their last error."""
     with _client(url, key) as client:
         body = client.get("/v1/deliveries", {"limit": limit, "status": status})
     items = body.get("deliveries", []) if isinstance(body, dict) else []
+    if as_json:
+        _print_json(items)
+        return
     if not items:
         click.echo("no deliveries" + (f" in state {status}" if status else ""))
         return

@@ -72,6 +72,11 @@ class Cluster:
         task = asyncio.create_task(self.store.announce(run_id), name=f"tether-announce-{run_id}")
         task.add_done_callback(_log_failure)
 
+    @property
+    def running(self) -> bool:
+        """Both loops (lease heartbeat, orphan scan) are alive: what readiness asks on several hosts."""
+        return bool(self._tasks) and not any(task.done() for task in self._tasks)
+
     def start(self) -> None:
         self._tasks = [
             asyncio.create_task(self._heartbeat(), name="tether-lease-heartbeat"),

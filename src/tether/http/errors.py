@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from tether.errors import TetherError
 from tether.http.middleware import BodyTooLarge, too_large_body
@@ -67,9 +68,25 @@ def _http_error(request: Request, exc: Exception) -> Response:
     message = exc.detail if isinstance(exc.detail, str) else "request refused"
     if exc.status_code == 404 and message == "Not Found":
         message = f"no route {request.method} {request.url.path}"
+    headers = dict(exc.headers or {})
     if exc.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
-    return envelope(exc.status_code, code, message, headers=dict(exc.headers or {}))
+        headers["Allow"] = ", ".join(served_methods(request))
+    return envelope(exc.status_code, code, message, headers=headers)
+
+
+#: the methods a 405's ``Allow`` may name
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def served_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path (Starlette's 405 names only the first route's)."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)
+    ]
 
 
 def _too_large(request: Request, exc: Exception) -> Response:

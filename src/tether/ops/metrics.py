@@ -1,0 +1,205 @@
+"""Prometheus metrics at ``GET /metrics``: what an operator graphs and alerts on.
+
+Each host has its own registry (nothing global): counters move as work is done,
+gauges that describe the store (runs by status, the outbox's queue) are read from it
+when scraped. Every label has a bounded set of values: a surface, an operation the host
+serves (or a route template), a status class, a workflow id of the host's catalogue, a
+run status; never a run, task or delivery id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tether.ops.logs import InfoLines
+from tether.store.base import Commit, Store
+from tether.types import RUN_STATUSES, TERMINAL, WAITING
+
+__all__ = ["Metrics", "MetricsEndpoint", "RunWatch"]
+
+log = logging.getLogger("tether.run")
+
+#: latency buckets from a cached read (~100 µs) to a long-poll or a blocking send (30 s)
+_LATENCY: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+#: how long gates wait for people: seconds to days
+_WAIT: Final = (1, 10, 60, 300, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 7 * 86400)
+#: the longest a scrape waits for the store's gauges before serving the counters alone
+_REFRESH_TIMEOUT: Final = 5.0
+#: the most outbox rows a scrape counts per state (counting is a read of the store)
+OUTBOX_COUNT_CAP: Final = 10_000
+
+
+def _outcome(status: int) -> str:
+    return "2xx" if status < 300 else "3xx" if status < 400 else "4xx" if status < 500 else "5xx"
+
+
+class Metrics:
+    """The host's registry and every metric in it."""
+
+    def __init__(self) -> None:
+        self._children: dict[tuple[str, str, int], tuple[Callable[[], None], Callable[[float], None]]] = {}
+        self.registry = r = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "tether_requests", "HTTP requests answered", ["surface", "operation", "outcome"], registry=r
+        )
+        self.request_seconds = Histogram(
+            "tether_request_duration_seconds",
+            "Time to answer a request (a stream: until it ends)",
+            ["surface", "operation"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.open_streams = Gauge("tether_open_streams", "Event streams open now", ["surface"], registry=r)
+        self.runs_started = Counter("tether_runs_started", "Runs created", ["workflow"], registry=r)
+        self.runs_finished = Counter(
+            "tether_runs_finished", "Runs that ended, by how", ["workflow", "status"], registry=r
+        )
+        self.events = Counter("tether_events_committed", "Run events committed to the store", registry=r)
+        self.commit_seconds = Histogram(
+            "tether_store_commit_duration_seconds",
+            "Time for one transition to be durable",
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.interrupt_wait = Histogram(
+            "tether_interrupt_wait_seconds",
+            "How long a run waited at a gate before it was answered",
+            buckets=_WAIT,
+            registry=r,
+        )
+        self.runs = Gauge("tether_runs", "Runs not yet ended, by status (read at scrape)", ["status"], registry=r)
+        self.outbox = Gauge(
+            "tether_outbox_deliveries",
+            f"Outbox rows by state (pending = queue depth, dead = dead letters; counted up to {OUTBOX_COUNT_CAP})",
+            ["status"],
+            registry=r,
+        )
+
+    def request(self, surface: str, operation: str, status: int, seconds: float) -> None:
+        """One answered request: the labelled children are looked up once per label set, then cached."""
+        key = (surface, operation, status)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (
+                self.requests.labels(surface, operation, _outcome(status)).inc,
+                self.request_seconds.labels(surface, operation).observe,
+            )
+        children[0]()
+        children[1](seconds)
+
+    def stream_opened(self, surface: str) -> None:
+        self.open_streams.labels(surface).inc()
+
+    def stream_closed(self, surface: str) -> None:
+        self.open_streams.labels(surface).dec()
+
+    def timed_commits(self, store: Store) -> None:
+        """Time every ``store.commit`` of this host (the one write path of every transition)."""
+        commit = store.commit
+        observe = self.commit_seconds.observe
+
+        async def timed(c: Commit) -> int:
+            started = time.perf_counter()
+            try:
+                return await commit(c)
+            finally:
+                observe(time.perf_counter() - started)
+
+        setattr(store, "commit", timed)  # noqa: B010 - an instance attribute shadows the method
+
+    async def refresh(self, store: Store) -> None:
+        """Read the gauges that describe the store: unfinished runs by status, the outbox by state."""
+        counts = dict.fromkeys((s for s in RUN_STATUSES if s not in TERMINAL), 0)
+        for row in await store.active_runs():
+            counts[row.status] = counts.get(row.status, 0) + 1
+        for status, count in counts.items():
+            self.runs.labels(status).set(count)
+        for state in ("pending", "dead"):
+            rows = await store.list_deliveries(None, state, OUTBOX_COUNT_CAP)
+            self.outbox.labels(state).set(len(rows))
+
+
+class RunWatch:
+    """Learns of each durable commit: counts events, runs started and finished, gate waits; logs transitions.
+
+    It remembers the last status of the runs this host has seen change (forgotten when
+    they end), so a commit that leaves the status as it was is counted but not logged.
+    """
+
+    def __init__(self, metrics: Metrics | None, lines: InfoLines | None = None) -> None:
+        self.metrics = metrics
+        self.lines = lines
+        self._last: dict[str, tuple[str, float]] = {}
+
+    def committed(self, commit: Commit, enqueued: Any = None) -> None:
+        run = commit.run
+        now = time.monotonic()
+        before = self._last.get(run.run_id)
+        if self.metrics is not None:
+            self.metrics.events.inc(len(commit.events))
+            if commit.expected_sequence is None:
+                self.metrics.runs_started.labels(run.workflow_id).inc()
+        if before is not None and before[0] == run.status:
+            return
+        if self.metrics is not None:
+            if run.status in TERMINAL:
+                self.metrics.runs_finished.labels(run.workflow_id, run.status).inc()
+            if before is not None and before[0] in WAITING:
+                self.metrics.interrupt_wait.observe(now - before[1])
+        if run.status in TERMINAL:
+            self._last.pop(run.run_id, None)
+        else:
+            self._last[run.run_id] = (run.status, now)
+        if self.lines is not None or log.isEnabledFor(logging.INFO):
+            fields = {
+                "run_id": run.run_id,
+                "workflow": run.workflow_id,
+                "from": before[0] if before else None,
+                "to": run.status,
+                "sequence": run.last_sequence,
+            }
+            if self.lines is not None:
+                self.lines.emit(log.name, "run", fields)
+            else:
+                log.info("run", extra={"fields": fields})
+
+
+class MetricsEndpoint:
+    """Serves ``GET /metrics`` (the Prometheus text format) in front of ``app``; no key, like any exporter."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, store: Callable[[], Store | None]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self._store = store
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/metrics":
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            await _send(send, 405, b"", [(b"allow", b"GET, HEAD")])
+            return
+        store = self._store()
+        if store is not None:
+            try:
+                await asyncio.wait_for(self.metrics.refresh(store), _REFRESH_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001 - the counters are still worth serving
+                log.warning("metrics: could not read runs and outbox gauges from the store: %s", exc)
+        body = generate_latest(self.metrics.registry)
+        await _send(
+            send, 200, b"" if scope["method"] == "HEAD" else body, [(b"content-type", CONTENT_TYPE_LATEST.encode())]
+        )
+
+
+async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [*headers, (b"cache-control", b"no-store")]}
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,122 @@
+"""``GET /metrics``, read with prometheus_client's own parser: counters move by exactly the work done.
+
+Every test scrapes a real in-process host before and after a known amount of work and
+compares the two; the scrapes themselves are not requests the host counts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from harness import wait_until
+from inproc import InProcessHost
+from prometheus_client.parser import text_string_to_metric_families
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(host: InProcessHost) -> Samples:
+    answer = host.http().get("/metrics")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain; version=")
+    samples: Samples = {}
+    for family in text_string_to_metric_families(answer.text):
+        for sample in family.samples:
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[InProcessHost]:
+    with InProcessHost(tmp_path / "data") as started:
+        yield started
+
+
+def send(http: httpx.Client, text: str, skill: str = "echo") -> dict[str, object]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/send",
+        "params": {
+            "message": {
+                "kind": "message",
+                "role": "user",
+                "messageId": f"m-{text}",
+                "parts": [{"kind": "text", "text": text}],
+                "metadata": {"skillId": skill},
+            }
+        },
+    }
+    answer = http.post("/v1/a2a", json=body)
+    assert answer.status_code == 200
+    result: dict[str, object] = answer.json()["result"]
+    return result
+
+
+def test_counters_move_by_exactly_the_work_done(host: InProcessHost) -> None:
+    http = host.http(host.dev_key)
+    before = scrape(host)
+    tasks = [send(http, f"hello-{n}") for n in range(3)]
+    assert all(t["status"]["state"] == "completed" for t in tasks)  # type: ignore[index]
+    for _ in range(2):
+        assert http.get("/v1/runs").status_code == 200
+    assert host.http().get("/v1/runs").status_code == 401
+    after = scrape(host)
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("tether_requests_total", surface="a2a", operation="message/send", outcome="2xx") == 3
+    assert delta("tether_requests_total", surface="rest", operation="GET /v1/runs", outcome="2xx") == 2
+    assert delta("tether_requests_total", surface="rest", operation="GET /v1/runs", outcome="4xx") == 1
+    assert delta("tether_request_duration_seconds_count", surface="a2a", operation="message/send") == 3
+    assert delta("tether_runs_started_total", workflow="echo") == 3
+    assert delta("tether_runs_finished_total", workflow="echo", status="completed") == 3
+    events = sum(
+        len(http.get(f"/v1/runs/{t['id']}/events/poll", params={"timeout": 0}).json()["events"]) for t in tasks
+    )
+    assert delta("tether_events_committed_total") == events
+    assert delta("tether_store_commit_duration_seconds_count") >= 3
+    assert value(after, "tether_runs", status="running") == 0
+
+
+def test_waiting_runs_gate_waits_and_open_streams(host: InProcessHost) -> None:
+    http = host.http(host.dev_key)
+    task = send(http, "needs approval", skill="approval-gated")
+    assert value(scrape(host), "tether_runs", status="waiting-approval") == 1
+    with httpx.Client(base_url=host.url, headers={"Authorization": f"Bearer {host.dev_key}"}, timeout=30) as streamer:
+        with streamer.stream("GET", f"/v1/runs/{task['id']}/events") as stream:
+            assert stream.status_code == 200
+            assert value(scrape(host), "tether_open_streams", surface="rest") == 1
+    wait_until(lambda: value(scrape(host), "tether_open_streams", surface="rest") == 0, what="the stream to close")
+    snapshot = http.get(f"/v1/runs/{task['id']}").json()
+    resolved = http.post(
+        f"/v1/runs/{task['id']}/interrupts/{snapshot['interrupt']['nodeId']}",
+        json={"resumeValue": {"action": "accept"}},
+    )
+    assert resolved.status_code == 200
+    wait_until(lambda: http.get(f"/v1/runs/{task['id']}").json()["status"] == "completed", what="the run to end")
+    after = scrape(host)
+    assert value(after, "tether_runs", status="waiting-approval") == 0
+    assert value(after, "tether_interrupt_wait_seconds_count") == 1
+    assert value(after, "tether_runs_finished_total", workflow="approval-gated", status="completed") == 1
+    assert value(after, "tether_outbox_deliveries", status="dead") == 0
+
+
+def test_no_label_carries_an_id(host: InProcessHost) -> None:
+    http = host.http(host.dev_key)
+    task = send(http, "ids")
+    http.get(f"/v1/runs/{task['id']}")
+    http.get(f"/v1/runs/{task['id']}/events/poll", params={"timeout": 0})
+    http.get("/v1/no/such/route")
+    labels = {v for (_, pairs) in scrape(host) for _, v in pairs}
+    assert not [v for v in labels if re.search(r"run_[0-9a-f]{8}", v) or str(task["id"]) in v], labels
+    assert "GET /v1/runs/{run_id}" in labels and "GET unmatched" in labels
