@@ -52,6 +52,16 @@ def _workflows(b_url: str) -> list[Doc]:
             variables,
         ),
         workflow_doc(
+            "hand-approval-03",
+            [
+                node(
+                    "peer", handoff, config={"agent": b_url, "skill": "approval-gated", "version": "0.3"}, inputs=prompt
+                )
+            ],
+            [],
+            variables,
+        ),
+        workflow_doc(
             "hand-question",
             [node("peer", handoff, config={"agent": b_url, "skill": "clarification-gated"}, inputs=prompt)],
             [],
@@ -150,6 +160,43 @@ def test_approve_on_a_reaches_b(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> 
         assert (
             json.loads(cli("runs", "list", "--waiting-on-peer", "--json", *on_a, data_dir=pair.a.data_dir).stdout) == []
         )
+
+
+def test_gated_handoff_over_a2a_03_approved_on_b_then_on_a(pair: Pair) -> None:
+    """The node pinned to A2A 0.3: B's approval mirrors on A, and a decision on either side completes both."""
+    with pair.a_http() as a, pair.b_http() as b:
+        by_b = start(a, "hand-approval-03", {"prompt": "approve me on B"})
+        waiting = until_status(a, by_b, "waiting-approval")
+        assert waiting["interrupt"]["data"]["subkind"] == "a2a-peer-input"
+        assert waiting["interrupt"]["data"]["title"] == "Approve the draft"
+        record = waiting["nodeStates"]["peer"]["handoff"]
+        assert record["version"] == "0.3" and record["peerState"] == "input-required"
+        b_task = record["taskId"]
+        assert wait_until(lambda: b.get(f"/v1/a2a/tasks/{b_task}").json().get("pushConfig"), what="A's push config")
+        approve(b, b_task, "gate")
+        done = until_status(a, by_b, "completed", "failed", timeout=15)
+        assert done["status"] == "completed", done
+        assert outputs_of(done)["taskId"] == b_task and outputs_of(done)["state"] == "completed"
+        docs = assert_clean(a, by_b)
+        assert [e["payload"]["resolvedBy"] for e in docs if e["type"] == "interrupt.resolved"] == ["a2a-peer"]
+        assert_clean(b, b_task)
+
+        by_a = start(a, "hand-approval-03", {"prompt": "approve me on A"})
+        until_status(a, by_a, "waiting-approval")
+        a_task = peer_task(a, by_a)
+        assert run(a, by_a)["nodeStates"]["peer"]["handoff"]["version"] == "0.3"
+        approve(a, by_a, "peer")
+        done_b = until_status(b, a_task, "completed", "failed")
+        assert done_b["status"] == "completed", done_b
+        received = [e for e in assert_clean(b, a_task) if e["type"] == "approval.received"]
+        assert [e["payload"]["action"] for e in received] == ["accept"]
+        assert until_status(a, by_a, "completed", "failed")["status"] == "completed"
+        docs = assert_clean(a, by_a)
+        decided = [e["payload"]["resolvedBy"] for e in docs if e["type"] == "interrupt.resolved"]
+        assert len(decided) == 1 and decided[0] != "a2a-peer", "a local principal decided"
+        kinds = [e["payload"]["kind"] for e in docs if e["type"] == "log.appended"]
+        assert kinds.count("a2a.handoff.replied") == 1
+    assert len(b_runs(pair)) == 2
 
 
 def test_peer_question_surfaces_on_a_and_the_answer_completes_both(pair: Pair) -> None:
