@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,12 +30,17 @@ ROUNDTRIP = "conformance-a2a-task-roundtrip"
 
 
 @pytest.fixture(scope="module")
-def peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """The SDK peer's URL and the CA that signed its certificate."""
-    folder = tmp_path_factory.mktemp("sdk03-peer")
-    ca_file, cert, key = write_tls(folder)
+def peer_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sdk03-peer")
+
+
+@pytest.fixture(scope="module")
+def peer(peer_folder: Path) -> Iterator[tuple[str, Path]]:
+    """The SDK peer's URL and the CA that signed its certificate; it records what it is sent (``received``)."""
+    ca_file, cert, key = write_tls(peer_folder)
+    record = ("--record", str(peer_folder / "received.jsonl"))
     proc = subprocess.Popen(
-        [sys.executable, str(PEER_SCRIPT), "--certfile", str(cert), "--keyfile", str(key)],
+        [sys.executable, str(PEER_SCRIPT), "--certfile", str(cert), "--keyfile", str(key), *record],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -122,6 +128,47 @@ def test_the_peers_question_is_asked_on_a_and_the_answer_completes_both(a: httpx
     [artifact] = outputs_of(done)["artifacts"]
     assert "teal" in artifact["parts"][0]["text"], artifact  # the SDK peer got the answer and echoed it
     assert_clean(a, run_id)
+
+
+TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$")
+
+
+def received(peer_folder: Path, run_id: str, task_id: str) -> list[Doc]:
+    """The JSON-RPC requests the peer received for one hand-off: its send (by run id), then those naming its task."""
+    lines = [json.loads(line) for line in (peer_folder / "received.jsonl").read_text().splitlines()]
+    mine = []
+    for line in lines:
+        params = line["body"]["params"]
+        message = params.get("message") or {}
+        sent_by = ((message.get("metadata") or {}).get("openwop") or {}).get("runId")
+        if task_id in (params.get("id"), params.get("taskId"), message.get("taskId")) or sent_by == run_id:
+            mine.append(line)
+    return mine
+
+
+def test_every_request_of_a_handoff_carries_one_trace(a: httpx.Client, peer_folder: Path) -> None:
+    """A W3C traceparent on each of the hand-off's requests (send, reads, the reply): one trace id, a new span each."""
+    first = start(a, "hand-sdk", {"prompt": "input-required"})
+    waiting = until_status(a, first, "waiting-input", "failed", "completed")
+    [question] = waiting["interrupt"]["data"]["questions"]
+    assert a.post(f"/v1/runs/{first}/interrupts/peer", json={"resumeValue": {"answers": {question["id"]: "red"}}})
+    done = until_status(a, first, "completed", "failed")
+    assert done["status"] == "completed", done
+    requests = received(peer_folder, first, outputs_of(done)["taskId"])
+    methods = [r["body"]["method"] for r in requests]
+    assert methods[0] == "message/send" and methods.count("message/send") == 2, methods  # the send, the reply
+    assert "tasks/get" in methods, methods
+    parsed = [TRACEPARENT.match(r["traceparent"] or "") for r in requests]
+    assert all(parsed), [r["traceparent"] for r in requests]
+    traces = {m.group(1) for m in parsed if m}
+    assert len(traces) == 1 and traces != {"0" * 32}, traces
+    spans = [m.group(2) for m in parsed if m]
+    assert len(set(spans)) == len(spans) and "0" * 16 not in spans  # each request is a span of its own
+    second = start(a, "hand-sdk", {"prompt": "another hand-off"})
+    other = until_status(a, second, "completed", "failed")
+    later = received(peer_folder, second, outputs_of(other)["taskId"])
+    [again] = {m.group(1) for m in (TRACEPARENT.match(r["traceparent"] or "") for r in later) if m}
+    assert again not in traces  # a trace per hand-off
 
 
 def test_auth_required_waits_for_input_marked_auth(a: httpx.Client) -> None:

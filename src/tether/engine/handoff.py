@@ -28,7 +28,7 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from tether import clock
@@ -40,7 +40,7 @@ from tether.run_state import ErrorObject, RunSnapshot
 from tether.store.base import RunRow, Store
 from tether.types import TERMINAL
 
-__all__ = ["HANDOFF_TYPES", "HandoffSettings", "Handoffs", "handoff_id", "invocation_message_id"]
+__all__ = ["HANDOFF_TYPES", "HandoffSettings", "Handoffs", "handoff_id", "invocation_message_id", "trace_id"]
 
 log = logging.getLogger("tether.engine.handoff")
 
@@ -76,6 +76,17 @@ def invocation_message_id(run_id: str, node_id: str) -> str:
     the run and node ids name the invocation.
     """
     return f"tether-{handoff_id(run_id, node_id)}"
+
+
+def trace_id(run_id: str, node_id: str) -> str:
+    """The W3C trace id of a hand-off's outbound requests: one trace per hand-off, the same after any restart.
+
+    A run keeps no trace of its own (an inbound ``traceparent`` is echoed, not stored), so
+    each hand-off starts one, derived like its ``messageId``: every request its follower
+    makes (send, reads, replies, push config, cancel), on any host, continues it.
+    """
+    digest = hashlib.sha256(f"tether:trace:v1\0{run_id}\0{node_id}".encode()).hexdigest()[:32]
+    return digest if digest.strip("0") else "1" * 32  # all zeros is an invalid trace id
 
 
 def handoff_record(state: RunSnapshot, node_id: str) -> dict[str, Any]:
@@ -195,7 +206,7 @@ class Handoffs:
             entry = row.state["nodeStates"].get(node_id)
             record = handoff_record(row.state, node_id)
             if entry is None or entry["status"] not in _IN_FLIGHT or row.status in _ENDING:
-                await self._cancel_peer(row, record)
+                await self._cancel_peer(row, node_id, record)
                 return
             outcome = self._call_of(row, node_id)
             if not isinstance(outcome, CallPeer):  # the workflow changed under the run: nothing to follow
@@ -250,7 +261,8 @@ class Handoffs:
         if "taskId" not in record:
             metadata = {"openwop": {"runId": row.run_id, "nodeId": node_id}}
             message_id = invocation_message_id(row.run_id, node_id)
-            ref, task = await port.send(outcome.call, message_id=message_id, metadata=metadata)
+            call = replace(outcome.call, trace_id=trace_id(row.run_id, node_id))
+            ref, task = await port.send(call, message_id=message_id, metadata=metadata)
             self._last_read[hid] = clock.now_iso()
             if self._settings.after_send is not None:
                 await self._settings.after_send()
@@ -262,7 +274,7 @@ class Handoffs:
             await self._transition(row.run_id, accept)
             await self._subscribe(port, ref, hid)
             return await self._apply(row.run_id, node_id, task, ref)
-        ref = PeerRef.from_record(record)
+        ref = PeerRef.from_record(record, trace_id(row.run_id, node_id))
         pending = record.get("pendingReply")
         if pending is not None:
             index = int(pending["index"])
@@ -312,7 +324,7 @@ class Handoffs:
         if result["finished"]:
             self._kick(run_id)
             if task.state not in PEER_TERMINAL:
-                await self._cancel_peer(after, handoff_record(after.state, node_id))
+                await self._cancel_peer(after, node_id, handoff_record(after.state, node_id))
             return None
         if changed:
             self._kick(run_id)
@@ -333,13 +345,13 @@ class Handoffs:
         await self._transition(run_id, decide)
         self._kick(run_id)
 
-    async def _cancel_peer(self, row: RunRow, record: dict[str, Any]) -> None:
+    async def _cancel_peer(self, row: RunRow, node_id: str, record: dict[str, Any]) -> None:
         """The local run was cancelled (or the node ended otherwise) while the peer task goes on: cancel it."""
         if self._port is None or "taskId" not in record or record.get("peerState") in PEER_TERMINAL:
             return
         if row.status not in ("cancelled", "cancelling"):
             return
-        ref = PeerRef.from_record(record)
+        ref = PeerRef.from_record(record, trace_id(row.run_id, node_id))
         pause = self._settings.poll_min
         for _ in range(5):
             try:

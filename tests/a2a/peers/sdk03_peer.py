@@ -8,13 +8,16 @@ It binds 127.0.0.1 on a free port and prints ``peer: serving on https://127.0.0.
 What it does with a message is named by the message (its text, or a data part's
 ``driftScenario``, as the conformance fixture sends): ``input-required`` asks a question and
 completes with the answer it is given; ``auth-required`` and ``rejected`` stop there;
-anything else is echoed back as a completed task's artifact.
+anything else is echoed back as a completed task's artifact. With ``--record FILE`` it
+appends one JSON line per POST it receives (its ``traceparent`` header and its body), for
+tests of what callers send.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -118,10 +121,41 @@ def agent_card(url: str) -> AgentCard:
     )
 
 
+def recording(app: Any, path: str) -> Any:
+    """Wrap ``app``: every POST's ``traceparent`` and body are appended to ``path`` before the app sees them."""
+
+    async def recorded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        trace = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"traceparent"), None)
+        with open(path, "a") as out:
+            out.write(json.dumps({"traceparent": trace, "body": json.loads(body or b"null")}) + "\n")
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(scope, replay, send)
+
+    return recorded
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--certfile", required=True)
     parser.add_argument("--keyfile", required=True)
+    parser.add_argument("--record", help="append each POST's traceparent and body to this file (JSON lines)")
     args = parser.parse_args(argv)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -136,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     handler = DefaultRequestHandler(agent_executor=ScriptedExecutor(), task_store=InMemoryTaskStore())
     app = A2AStarletteApplication(agent_card=agent_card(url + "/"), http_handler=handler).build(lifespan=lifespan)
     config = uvicorn.Config(
-        app,
+        recording(app, args.record) if args.record else app,
         log_level="warning",
         access_log=False,
         lifespan="on",

@@ -11,8 +11,9 @@ another try (``PeerUnavailable``).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import httpx
@@ -71,6 +72,11 @@ def read_card(card: Any) -> _Peer:
     return _Peer(endpoints, bool(capabilities.get("pushNotifications")))
 
 
+def traceparent(trace_id: str) -> str:
+    """A W3C ``traceparent`` continuing ``trace_id``: each request is a new span (a fresh parent id), unsampled."""
+    return f"00-{trace_id}-{secrets.token_hex(8)}-00"
+
+
 class PeerClient:
     """Hand-offs' A2A client; one per host, built at the root around the egress client."""
 
@@ -97,13 +103,13 @@ class PeerClient:
         if call.skill:
             meta["skillId"] = call.skill
         doc = _wire.message(message_id, text=call.text, data=call.data, metadata=meta)
-        ref = PeerRef(call.agent, peer.endpoints[version], version, task_id="", credential=call.credential)
+        ref = PeerRef(call.agent, peer.endpoints[version], version, "", None, call.credential, call.trace_id)
         result = await self._call(ref, "send", self._send_params(doc, version))
         try:
             task = _wire.task_of(result, version)
         except ValueError as exc:
             raise PeerRefused("a2a_peer_invalid_response", str(exc)) from exc
-        return PeerRef(call.agent, ref.rpc_url, version, task.task_id, task.context_id, call.credential), task
+        return replace(ref, task_id=task.task_id, context_id=task.context_id), task
 
     async def get(self, ref: PeerRef) -> PeerTask:
         result = await self._call(ref, "get", {"id": ref.task_id, "historyLength": 0})
@@ -209,6 +215,8 @@ class PeerClient:
     async def _call(self, ref: PeerRef, action: str, params: dict[str, Any]) -> Any:
         method = _wire.METHODS[ref.version][action]
         headers = {"A2A-Version": ref.version, "Content-Type": "application/json", "Accept": "application/json"}
+        if ref.trace_id is not None:
+            headers["traceparent"] = traceparent(ref.trace_id)
         await self._authorize(headers, ref.rpc_url, ref.credential)
         body = orjson.dumps({"jsonrpc": "2.0", "id": new_id("rpc_"), "method": method, "params": params})
         response = await self._request("POST", ref.rpc_url, headers, body)
