@@ -34,7 +34,7 @@ from typing import Any, Final
 from tether import clock
 from tether.engine import events, reverse
 from tether.engine.batch import Batch
-from tether.engine.nodes import HANDOFF_ALIASES, HANDOFF_TYPE, CallPeer, Outcome
+from tether.engine.nodes import HANDOFF_TYPES, CallPeer, Outcome
 from tether.engine.peer import PEER_TERMINAL, PeerError, PeerPort, PeerRef, PeerRefused, PeerTask, PeerUnavailable
 from tether.run_state import ErrorObject, RunSnapshot
 from tether.store.base import RunRow, Store
@@ -44,7 +44,6 @@ __all__ = ["HANDOFF_TYPES", "HandoffSettings", "Handoffs", "handoff_id", "invoca
 
 log = logging.getLogger("tether.engine.handoff")
 
-HANDOFF_TYPES: Final = frozenset({HANDOFF_TYPE, *HANDOFF_ALIASES})
 _IN_FLIGHT: Final = frozenset({"running", "suspended"})
 _ENDING: Final = TERMINAL | {"cancelling"}
 
@@ -115,13 +114,16 @@ class Handoffs:
         transition: Transition,
         call_of: CallOf,
         kick: Callable[[str], None],
+        on_idle: Callable[[str], None] = lambda run_id: None,
         settings: HandoffSettings | None = None,
     ) -> None:
+        """``on_idle(run_id)``: the last follower of that run here ended (its lease may go)."""
         self._store = store
         self._port = port
         self._transition = transition
         self._call_of = call_of
         self._kick = kick
+        self._on_idle = on_idle
         self._settings = settings or HandoffSettings()
         self._followers: dict[str, asyncio.Task[None]] = {}
         self._wakes: dict[str, asyncio.Event] = {}
@@ -140,6 +142,17 @@ class Handoffs:
             return
         for node_id in in_flight(row.state):
             self._follow(row.run_id, node_id)
+
+    def follows(self, run_id: str) -> bool:
+        """Whether a hand-off of ``run_id`` is followed here (so its host keeps the run's lease)."""
+        return bool(self._by_run.get(run_id))
+
+    def drop(self, run_id: str) -> None:
+        """Another host took ``run_id`` over: stop following its hand-offs here (that host follows them)."""
+        for hid in list(self._by_run.get(run_id, ())):
+            task = self._followers.get(hid)
+            if task is not None:
+                task.cancel()
 
     def committed(self, run_id: str) -> None:
         """A commit to ``run_id``: its followers re-read it now (a cancel, an answer to forward)."""
@@ -180,6 +193,7 @@ class Handoffs:
                 hids.discard(hid)
                 if not hids:
                     del self._by_run[run_id]
+                    self._on_idle(run_id)
         if not task.cancelled() and task.exception() is not None:
             log.error("hand-off %s: its follower failed; the next start resumes it", hid, exc_info=task.exception())
 
