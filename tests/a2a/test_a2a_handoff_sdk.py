@@ -1,10 +1,12 @@
-"""Hand-offs to an agent that is not Tether: a2a-sdk 0.3.26's stock server, with a scripted executor.
+"""Hand-offs to agents that are not Tether: a2a-sdk 0.3.26's and 1.3.0's stock servers, with a scripted executor.
 
-The peer (``peers/sdk03_peer.py``) serves HTTPS with a test CA and cannot push (its card
-says so), so host A follows it by polling. It echoes, or answers ``input-required``,
-``auth-required`` or ``rejected`` as the message asks. The same host runs the OpenWOP
-conformance fixture ``conformance-a2a-task-roundtrip`` against it: with the test seams on
-and ``--a2a-conformance-peer-url`` set, the fixture is advertised and its drift legs (#3
+Every test runs against both peers (``peers/sdk03_peer.py`` in this environment, speaking
+0.3; ``peers/sdk13_peer.py`` in a sidecar environment, ``tests/sidecars.py``, speaking 1.0).
+Each serves HTTPS with a test CA and cannot push (its card says so), so host A follows it
+by polling. It echoes, or answers ``input-required``, ``auth-required`` or ``rejected`` as
+the message asks. The same host runs the OpenWOP conformance fixture
+``conformance-a2a-task-roundtrip`` against it: with the test seams on and
+``--a2a-conformance-peer-url`` set, the fixture is advertised and its drift legs (#3
 AUTH_REQUIRED → ``waiting-input``, #4 REJECTED → ``failed``/``rejected_by_remote``) pass.
 """
 
@@ -23,24 +25,38 @@ import httpx
 import pytest
 from handoff_hosts import SECURE, Doc, assert_clean, outputs_of, until_status, write_tls
 from harness import HostProcess
+from sidecars import require_sidecar
 from workflow_docs import node, workflow_doc
 
-PEER_SCRIPT = Path(__file__).parent / "peers" / "sdk03_peer.py"
+PEERS = Path(__file__).parent / "peers"
+#: each peer: its script, the environment it needs (None: this one), and the A2A version its card offers
+PEER_KINDS = {
+    "sdk03": (PEERS / "sdk03_peer.py", None, "0.3"),
+    "sdk13": (PEERS / "sdk13_peer.py", PEERS / "sdk13_requirements.txt", "1.0"),
+}
 ROUNDTRIP = "conformance-a2a-task-roundtrip"
 
 
-@pytest.fixture(scope="module")
-def peer_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("sdk03-peer")
+@pytest.fixture(scope="module", params=sorted(PEER_KINDS))
+def peer_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
 
 
 @pytest.fixture(scope="module")
-def peer(peer_folder: Path) -> Iterator[tuple[str, Path]]:
+def peer_folder(tmp_path_factory: pytest.TempPathFactory, peer_kind: str) -> Path:
+    return tmp_path_factory.mktemp(f"{peer_kind}-peer")
+
+
+@pytest.fixture(scope="module")
+def peer(peer_folder: Path, peer_kind: str) -> Iterator[tuple[str, Path]]:
     """The SDK peer's URL and the CA that signed its certificate; it records what it is sent (``received``)."""
+    script, requirements, _ = PEER_KINDS[peer_kind]
+    python = sys.executable if requirements is None else str(require_sidecar("a2a-sdk-1.3-peer", requirements))
     ca_file, cert, key = write_tls(peer_folder)
     record = ("--record", str(peer_folder / "received.jsonl"))
     proc = subprocess.Popen(
-        [sys.executable, str(PEER_SCRIPT), "--certfile", str(cert), "--keyfile", str(key), *record],
+        [python, str(script), "--certfile", str(cert), "--keyfile", str(key), *record],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -60,7 +76,7 @@ def peer(peer_folder: Path) -> Iterator[tuple[str, Path]]:
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory, peer: tuple[str, Path]) -> Iterator[HostProcess]:
     peer_url, ca_file = peer
-    folder = tmp_path_factory.mktemp("sdk03-host")
+    folder = tmp_path_factory.mktemp("sdk-host")
     flows, fixtures = folder / "workflows", folder / "fixtures"
     flows.mkdir()
     fixtures.mkdir()
@@ -100,7 +116,9 @@ def start(a: httpx.Client, workflow_id: str, inputs: Doc) -> str:
     return run_id
 
 
-def test_an_echo_completes_with_the_peers_artifact_marked_untrusted(a: httpx.Client, peer: tuple[str, Path]) -> None:
+def test_an_echo_completes_with_the_peers_artifact_marked_untrusted(
+    a: httpx.Client, peer: tuple[str, Path], peer_kind: str
+) -> None:
     run_id = start(a, "hand-sdk", {"prompt": "hello from Tether"})
     done = until_status(a, run_id, "completed", "failed")
     assert done["status"] == "completed", done
@@ -109,7 +127,7 @@ def test_an_echo_completes_with_the_peers_artifact_marked_untrusted(a: httpx.Cli
     [artifact] = outputs["artifacts"]
     assert artifact["contentTrust"] == "untrusted" and artifact["source"]["agent"] == peer[0]
     assert [p["text"] for p in artifact["parts"] if p.get("kind") == "text"] == ["hello from Tether"]
-    assert done["nodeStates"]["peer"]["handoff"]["version"] == "0.3"  # the SDK 0.3 card offers 0.3 only
+    assert done["nodeStates"]["peer"]["handoff"]["version"] == PEER_KINDS[peer_kind][2]  # the one its card offers
     assert_clean(a, run_id)
 
 
@@ -146,7 +164,7 @@ def received(peer_folder: Path, run_id: str, task_id: str) -> list[Doc]:
     return mine
 
 
-def test_every_request_of_a_handoff_carries_one_trace(a: httpx.Client, peer_folder: Path) -> None:
+def test_every_request_of_a_handoff_carries_one_trace(a: httpx.Client, peer_folder: Path, peer_kind: str) -> None:
     """A W3C traceparent on each of the hand-off's requests (send, reads, the reply): one trace id, a new span each."""
     first = start(a, "hand-sdk", {"prompt": "input-required"})
     waiting = until_status(a, first, "waiting-input", "failed", "completed")
@@ -156,8 +174,9 @@ def test_every_request_of_a_handoff_carries_one_trace(a: httpx.Client, peer_fold
     assert done["status"] == "completed", done
     requests = received(peer_folder, first, outputs_of(done)["taskId"])
     methods = [r["body"]["method"] for r in requests]
-    assert methods[0] == "message/send" and methods.count("message/send") == 2, methods  # the send, the reply
-    assert "tasks/get" in methods, methods
+    send, get = ("message/send", "tasks/get") if PEER_KINDS[peer_kind][2] == "0.3" else ("SendMessage", "GetTask")
+    assert methods[0] == send and methods.count(send) == 2, methods  # the send, the reply
+    assert get in methods, methods
     parsed = [TRACEPARENT.match(r["traceparent"] or "") for r in requests]
     assert all(parsed), [r["traceparent"] for r in requests]
     traces = {m.group(1) for m in parsed if m}

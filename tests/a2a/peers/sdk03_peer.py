@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -42,6 +41,7 @@ from a2a.types import (
     TextPart,
 )
 from a2a.utils import get_message_text, new_text_artifact
+from recording import recording
 
 SCENARIOS = ("input-required", "auth-required", "rejected")
 QUESTION = "Which colour should it be?"
@@ -119,36 +119,6 @@ def agent_card(url: str) -> AgentCard:
         capabilities=AgentCapabilities(streaming=True),
         skills=[AgentSkill(id="echo", name="Echo", description="Returns the text", tags=["echo"])],
     )
-
-
-def recording(app: Any, path: str) -> Any:
-    """Wrap ``app``: every POST's ``traceparent`` and body are appended to ``path`` before the app sees them."""
-
-    async def recorded(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await app(scope, receive, send)
-            return
-        chunks, more = [], True
-        while more:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        trace = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"traceparent"), None)
-        with open(path, "a") as out:
-            out.write(json.dumps({"traceparent": trace, "body": json.loads(body or b"null")}) + "\n")
-        replayed = False
-
-        async def replay() -> Any:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await app(scope, replay, send)
-
-    return recorded
 
 
 def main(argv: list[str] | None = None) -> None:
