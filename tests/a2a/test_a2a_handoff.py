@@ -294,6 +294,31 @@ def test_blocked_push_still_completes_by_polling(tmp_path: Path) -> None:
         hosts.close()
 
 
+def test_blocked_push_follows_the_peers_stream(tmp_path: Path) -> None:
+    """B will not push to A: A follows B's task stream, so B's approval completes A in seconds, long before a poll."""
+    hosts = Pair(tmp_path, _workflows, [_forger()], b_pushes=False, a_args=("--handoff-poll-max-seconds", "60"))
+    try:
+        with hosts.a_http() as a, hosts.b_http() as b:
+            run_id = start(a, "hand-approval", {"prompt": "stream me"})
+            until_status(a, run_id, "waiting-approval")
+            task_id = peer_task(a, run_id)
+            assert b.get(f"/v1/a2a/tasks/{task_id}").json().get("pushConfig") is None
+            reads: set[str] = set()
+
+            def backed_off() -> bool:
+                reads.add(run(a, run_id)["nodeStates"]["peer"]["handoff"].get("lastReadAt", ""))
+                return len(reads - {""}) >= 5
+
+            # each read that changes nothing doubles the pause (0.5 s first): after five, the next poll is 8 s off
+            wait_until(backed_off, timeout=20, interval=0.05, what="A's polls to back off")
+            approve(b, task_id, "gate")
+            done = until_status(a, run_id, "completed", "failed", timeout=4)
+            assert done["status"] == "completed", done
+            assert_clean(a, run_id)
+    finally:
+        hosts.close()
+
+
 # -- crashes ------------------------------------------------------------------------------------------
 
 

@@ -11,8 +11,9 @@ flight), and the follower here takes over. Its loop, per hand-off:
 2. an answer owed to the peer (a local principal answered its mirrored question): forward
    it, then record that it was (``a2a.handoff.replied``);
 3. read the peer task and apply the reverse projection (``tether.engine.reverse``);
-4. wait: for a push hint, a commit to the run (a cancel, an answer), or the next poll,
-   whichever comes first. Polls back off to ``poll_max``; a waiting hand-off is a sleeping
+4. wait: for a push hint (or, from a peer that will not push, an event on its task
+   stream), a commit to the run (a cancel, an answer), or the next poll, whichever comes
+   first. Polls back off to ``poll_max``; a waiting hand-off is a sleeping
    task: no request open, no CPU.
 
 A restart re-reads every hand-off at once (``notice`` on every unfinished run). Transport
@@ -46,6 +47,8 @@ log = logging.getLogger("tether.engine.handoff")
 
 _IN_FLIGHT: Final = frozenset({"running", "suspended"})
 _ENDING: Final = TERMINAL | {"cancelling"}
+#: seconds a peer's task stream must stay open to count as working (attached to again at once)
+_HEALTHY_STREAM: Final = 5.0
 
 Transition = Callable[[str, Callable[[RunRow, Batch], Any]], Awaitable[RunRow]]
 CallOf = Callable[[RunRow, str], Outcome]
@@ -129,6 +132,8 @@ class Handoffs:
         self._wakes: dict[str, asyncio.Event] = {}
         self._by_run: dict[str, set[str]] = {}
         self._subscribed: set[str] = set()
+        #: hand-offs whose peer will not push, followed by its task stream as well as by polls
+        self._watchers: dict[str, asyncio.Task[None]] = {}
         #: when each hand-off followed here last read its peer task (operators' view; not durable, by design:
         #: a read that changes nothing writes nothing)
         self._last_read: dict[str, str] = {}
@@ -188,6 +193,9 @@ class Handoffs:
             del self._followers[hid]
             self._wakes.pop(hid, None)
             self._last_read.pop(hid, None)
+            watcher = self._watchers.pop(hid, None)
+            if watcher is not None:
+                watcher.cancel()
             hids = self._by_run.get(run_id)
             if hids is not None:
                 hids.discard(hid)
@@ -199,7 +207,7 @@ class Handoffs:
 
     async def stop(self, grace: float = 5.0) -> None:
         self._stopping = True
-        tasks = list(self._followers.values())
+        tasks = [*self._followers.values(), *self._watchers.values()]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -317,7 +325,39 @@ class Handoffs:
             pushed = False
             log.info("hand-off %s: the peer will not push (%s); polling it", hid, failed)
         if not pushed:
-            log.info("hand-off %s: following task %s at %s by polling", hid, ref.task_id, ref.agent)
+            log.info("hand-off %s: following task %s at %s by its stream and polling", hid, ref.task_id, ref.agent)
+            watcher = self._watchers.get(hid)
+            if watcher is None or watcher.done():
+                self._watchers[hid] = asyncio.create_task(self._watch(port, ref, hid), name=f"tether-watch-{hid}")
+
+    async def _watch(self, port: PeerPort, ref: PeerRef, hid: str) -> None:
+        """Follow the peer task's stream, waking the follower on each change, and attach again when it ends.
+
+        A stream ends often (the egress client's time limit cuts every response); attaching
+        again costs a connection and one frame, the task as it is, which wakes the follower
+        only when it differs from what the last attach said. A peer that cannot stream is left
+        to the polls; one whose streams keep failing fast is attached to less and less often.
+        """
+        loop = asyncio.get_running_loop()
+        pause, snapshot = self._settings.poll_min, None
+        while not self._stopping:
+            opened = loop.time()
+            try:
+                async with contextlib.aclosing(port.watch(ref)) as frames:
+                    first = True
+                    async for frame in frames:
+                        if not first or frame != snapshot:
+                            self.hint(hid)
+                        if first:
+                            snapshot, first = frame, False
+            except PeerRefused as refused:
+                log.info("hand-off %s: the peer will not stream (%s); polling it", hid, refused)
+                return
+            except PeerUnavailable:
+                pass
+            healthy = loop.time() - opened >= _HEALTHY_STREAM
+            pause = self._settings.poll_min if healthy else min(pause * 2, self._settings.poll_max)
+            await asyncio.sleep(pause)
 
     async def _apply(self, run_id: str, node_id: str, task: PeerTask, ref: PeerRef) -> bool | None:
         """Apply the reverse projection; None when the node finished, else whether the run changed."""

@@ -9,6 +9,7 @@ value here is plain data, so the engine can record it in the run's log as it is.
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -142,4 +143,13 @@ class PeerPort(Protocol):
 
     async def subscribe(self, ref: PeerRef, handoff_id: str) -> bool:
         """Ask the peer to push to this host when the task changes; False when it cannot or will not."""
+        ...
+
+    def watch(self, ref: PeerRef) -> AsyncGenerator[str, None]:
+        """Follow the task's stream (resubscribe): one item per event, the first the task as it is now.
+
+        Each item is only a hint that the task changed (the follower reads it with ``get``).
+        It ends when the stream does; raises ``PeerRefused`` when the peer cannot stream,
+        ``PeerUnavailable`` when the stream broke.
+        """
         ...
