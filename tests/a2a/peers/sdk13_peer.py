@@ -10,18 +10,13 @@ Its card offers A2A 1.0 over JSON-RPC only, and no pushes. What it does with a m
 named by the message (its text, or a data part's ``driftScenario``, as the conformance
 fixture sends): ``input-required`` asks a question and completes with the answer it is
 given; ``auth-required`` and ``rejected`` stop there; anything else is echoed back as a
-completed task's artifact. ``--record FILE`` appends what it is sent (``recording.py``).
+completed task's artifact. ``--record FILE`` appends what it is sent (``serving.py``).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import socket
-from collections.abc import AsyncIterator
 from typing import Any
 
-import uvicorn
 from a2a.helpers import get_data_parts, get_message_text, new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -29,7 +24,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
-from recording import recording
+from serving import serve
 from starlette.applications import Starlette
 
 SCENARIOS = ("input-required", "auth-required", "rejected")
@@ -83,37 +78,12 @@ def agent_card(url: str) -> AgentCard:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--certfile", required=True)
-    parser.add_argument("--keyfile", required=True)
-    parser.add_argument("--record", help="append each POST's traceparent and body to this file (JSON lines)")
-    args = parser.parse_args(argv)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    url = f"https://127.0.0.1:{sock.getsockname()[1]}"
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> AsyncIterator[None]:
-        print(f"peer: serving on {url}", flush=True)
-        yield
-
+def make_app(url: str, lifespan: Any) -> Any:
     card = agent_card(url + "/")
     handler = DefaultRequestHandler(agent_executor=ScriptedExecutor(), task_store=InMemoryTaskStore(), agent_card=card)
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")]
-    app = Starlette(routes=routes, lifespan=lifespan)
-    config = uvicorn.Config(
-        recording(app, args.record) if args.record else app,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=2,
-        ssl_certfile=args.certfile,
-        ssl_keyfile=args.keyfile,
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    return Starlette(routes=routes, lifespan=lifespan)
 
 
 if __name__ == "__main__":
-    main()
+    serve(__doc__.splitlines()[0], make_app)
