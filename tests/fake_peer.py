@@ -6,6 +6,7 @@ tests steer a peer task through every state (and fail its transport) without a n
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -62,3 +63,7 @@ class FakePeer:
 
     async def subscribe(self, ref: PeerRef, handoff_id: str) -> bool:
         return False
+
+    async def watch(self, ref: PeerRef) -> AsyncGenerator[str, None]:
+        raise PeerRefused("a2a_peer_cannot_stream", "the scripted peer does not stream")
+        yield ""  # an async generator, as the port's is

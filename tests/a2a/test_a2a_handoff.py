@@ -52,6 +52,16 @@ def _workflows(b_url: str) -> list[Doc]:
             variables,
         ),
         workflow_doc(
+            "hand-approval-03",
+            [
+                node(
+                    "peer", handoff, config={"agent": b_url, "skill": "approval-gated", "version": "0.3"}, inputs=prompt
+                )
+            ],
+            [],
+            variables,
+        ),
+        workflow_doc(
             "hand-question",
             [node("peer", handoff, config={"agent": b_url, "skill": "clarification-gated"}, inputs=prompt)],
             [],
@@ -152,6 +162,43 @@ def test_approve_on_a_reaches_b(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> 
         )
 
 
+def test_gated_handoff_over_a2a_03_approved_on_b_then_on_a(pair: Pair) -> None:
+    """The node pinned to A2A 0.3: B's approval mirrors on A, and a decision on either side completes both."""
+    with pair.a_http() as a, pair.b_http() as b:
+        by_b = start(a, "hand-approval-03", {"prompt": "approve me on B"})
+        waiting = until_status(a, by_b, "waiting-approval")
+        assert waiting["interrupt"]["data"]["subkind"] == "a2a-peer-input"
+        assert waiting["interrupt"]["data"]["title"] == "Approve the draft"
+        record = waiting["nodeStates"]["peer"]["handoff"]
+        assert record["version"] == "0.3" and record["peerState"] == "input-required"
+        b_task = record["taskId"]
+        assert wait_until(lambda: b.get(f"/v1/a2a/tasks/{b_task}").json().get("pushConfig"), what="A's push config")
+        approve(b, b_task, "gate")
+        done = until_status(a, by_b, "completed", "failed", timeout=15)
+        assert done["status"] == "completed", done
+        assert outputs_of(done)["taskId"] == b_task and outputs_of(done)["state"] == "completed"
+        docs = assert_clean(a, by_b)
+        assert [e["payload"]["resolvedBy"] for e in docs if e["type"] == "interrupt.resolved"] == ["a2a-peer"]
+        assert_clean(b, b_task)
+
+        by_a = start(a, "hand-approval-03", {"prompt": "approve me on A"})
+        until_status(a, by_a, "waiting-approval")
+        a_task = peer_task(a, by_a)
+        assert run(a, by_a)["nodeStates"]["peer"]["handoff"]["version"] == "0.3"
+        approve(a, by_a, "peer")
+        done_b = until_status(b, a_task, "completed", "failed")
+        assert done_b["status"] == "completed", done_b
+        received = [e for e in assert_clean(b, a_task) if e["type"] == "approval.received"]
+        assert [e["payload"]["action"] for e in received] == ["accept"]
+        assert until_status(a, by_a, "completed", "failed")["status"] == "completed"
+        docs = assert_clean(a, by_a)
+        decided = [e["payload"]["resolvedBy"] for e in docs if e["type"] == "interrupt.resolved"]
+        assert len(decided) == 1 and decided[0] != "a2a-peer", "a local principal decided"
+        kinds = [e["payload"]["kind"] for e in docs if e["type"] == "log.appended"]
+        assert kinds.count("a2a.handoff.replied") == 1
+    assert len(b_runs(pair)) == 2
+
+
 def test_peer_question_surfaces_on_a_and_the_answer_completes_both(pair: Pair) -> None:
     with pair.a_http() as a, pair.b_http() as b:
         run_id = start(a, "hand-question", {"prompt": "Pick a colour"})
@@ -231,17 +278,27 @@ def _handoff_id(run_id: str) -> str:
     return handoff_id(run_id, "peer")
 
 
-def test_blocked_push_still_completes_by_polling(tmp_path: Path) -> None:
-    """B refuses A's loopback push URL (no --egress-allow-cidr on B): A follows B by polling."""
-    hosts = Pair(tmp_path, _workflows, [_forger()], b_pushes=False, a_args=("--handoff-poll-max-seconds", "1"))
+def test_blocked_push_follows_the_peers_stream(tmp_path: Path) -> None:
+    """B refuses A's push URL (no --egress-allow-cidr on B): A follows B's task stream, so B's approval
+    completes A in seconds, long before its next poll (which would complete it too, later)."""
+    hosts = Pair(tmp_path, _workflows, [_forger()], b_pushes=False, a_args=("--handoff-poll-max-seconds", "60"))
     try:
         with hosts.a_http() as a, hosts.b_http() as b:
-            run_id = start(a, "hand-approval", {"prompt": "poll me"})
+            run_id = start(a, "hand-approval", {"prompt": "stream me"})
             until_status(a, run_id, "waiting-approval")
             task_id = peer_task(a, run_id)
             assert b.get(f"/v1/a2a/tasks/{task_id}").json().get("pushConfig") is None
+            reads: set[str] = set()
+
+            def backed_off() -> bool:
+                reads.add(run(a, run_id)["nodeStates"]["peer"]["handoff"].get("lastReadAt", ""))
+                return len(reads - {""}) >= 5
+
+            # each read that changes nothing doubles the pause (0.5 s first): after five, the next poll is 8 s off
+            wait_until(backed_off, timeout=20, interval=0.05, what="A's polls to back off")
             approve(b, task_id, "gate")
-            assert until_status(a, run_id, "completed", "failed")["status"] == "completed"
+            done = until_status(a, run_id, "completed", "failed", timeout=4)
+            assert done["status"] == "completed", done
             assert_clean(a, run_id)
     finally:
         hosts.close()

@@ -1,10 +1,12 @@
-"""Hand-offs to an agent that is not Tether: a2a-sdk 0.3.26's stock server, with a scripted executor.
+"""Hand-offs to agents that are not Tether: a2a-sdk 0.3.26's and 1.3.0's stock servers, with a scripted executor.
 
-The peer (``peers/sdk03_peer.py``) serves HTTPS with a test CA and cannot push (its card
-says so), so host A follows it by polling. It echoes, or answers ``input-required``,
-``auth-required`` or ``rejected`` as the message asks. The same host runs the OpenWOP
-conformance fixture ``conformance-a2a-task-roundtrip`` against it: with the test seams on
-and ``--a2a-conformance-peer-url`` set, the fixture is advertised and its drift legs (#3
+Every test runs against both peers (``peers/sdk03_peer.py`` in this environment, speaking
+0.3; ``peers/sdk13_peer.py`` in a sidecar environment, ``tests/sidecars.py``, speaking 1.0).
+Each serves HTTPS with a test CA and cannot push (its card says so), so host A follows it
+by polling. It echoes, or answers ``input-required``, ``auth-required`` or ``rejected`` as
+the message asks. The same host runs the OpenWOP conformance fixture
+``conformance-a2a-task-roundtrip`` against it: with the test seams on and
+``--a2a-conformance-peer-url`` set, the fixture is advertised and its drift legs (#3
 AUTH_REQUIRED → ``waiting-input``, #4 REJECTED → ``failed``/``rejected_by_remote``) pass.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,19 +25,38 @@ import httpx
 import pytest
 from handoff_hosts import SECURE, Doc, assert_clean, outputs_of, until_status, write_tls
 from harness import HostProcess
+from sidecars import require_sidecar
 from workflow_docs import node, workflow_doc
 
-PEER_SCRIPT = Path(__file__).parent / "peers" / "sdk03_peer.py"
+PEERS = Path(__file__).parent / "peers"
+#: each peer: its script, the environment it needs (None: this one), and the A2A version its card offers
+PEER_KINDS = {
+    "sdk03": (PEERS / "sdk03_peer.py", None, "0.3"),
+    "sdk13": (PEERS / "sdk13_peer.py", PEERS / "sdk13_requirements.txt", "1.0"),
+}
 ROUNDTRIP = "conformance-a2a-task-roundtrip"
 
 
+@pytest.fixture(scope="module", params=sorted(PEER_KINDS))
+def peer_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
+
+
 @pytest.fixture(scope="module")
-def peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """The SDK peer's URL and the CA that signed its certificate."""
-    folder = tmp_path_factory.mktemp("sdk03-peer")
-    ca_file, cert, key = write_tls(folder)
+def peer_folder(tmp_path_factory: pytest.TempPathFactory, peer_kind: str) -> Path:
+    return tmp_path_factory.mktemp(f"{peer_kind}-peer")
+
+
+@pytest.fixture(scope="module")
+def peer(peer_folder: Path, peer_kind: str) -> Iterator[tuple[str, Path]]:
+    """The SDK peer's URL and the CA that signed its certificate; it records what it is sent (``received``)."""
+    script, requirements, _ = PEER_KINDS[peer_kind]
+    python = sys.executable if requirements is None else str(require_sidecar("a2a-sdk-1.3-peer", requirements))
+    ca_file, cert, key = write_tls(peer_folder)
+    record = ("--record", str(peer_folder / "received.jsonl"))
     proc = subprocess.Popen(
-        [sys.executable, str(PEER_SCRIPT), "--certfile", str(cert), "--keyfile", str(key)],
+        [python, str(script), "--certfile", str(cert), "--keyfile", str(key), *record],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -54,7 +76,7 @@ def peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory, peer: tuple[str, Path]) -> Iterator[HostProcess]:
     peer_url, ca_file = peer
-    folder = tmp_path_factory.mktemp("sdk03-host")
+    folder = tmp_path_factory.mktemp("sdk-host")
     flows, fixtures = folder / "workflows", folder / "fixtures"
     flows.mkdir()
     fixtures.mkdir()
@@ -94,7 +116,9 @@ def start(a: httpx.Client, workflow_id: str, inputs: Doc) -> str:
     return run_id
 
 
-def test_an_echo_completes_with_the_peers_artifact_marked_untrusted(a: httpx.Client, peer: tuple[str, Path]) -> None:
+def test_an_echo_completes_with_the_peers_artifact_marked_untrusted(
+    a: httpx.Client, peer: tuple[str, Path], peer_kind: str
+) -> None:
     run_id = start(a, "hand-sdk", {"prompt": "hello from Tether"})
     done = until_status(a, run_id, "completed", "failed")
     assert done["status"] == "completed", done
@@ -103,7 +127,7 @@ def test_an_echo_completes_with_the_peers_artifact_marked_untrusted(a: httpx.Cli
     [artifact] = outputs["artifacts"]
     assert artifact["contentTrust"] == "untrusted" and artifact["source"]["agent"] == peer[0]
     assert [p["text"] for p in artifact["parts"] if p.get("kind") == "text"] == ["hello from Tether"]
-    assert done["nodeStates"]["peer"]["handoff"]["version"] == "0.3"  # the SDK 0.3 card offers 0.3 only
+    assert done["nodeStates"]["peer"]["handoff"]["version"] == PEER_KINDS[peer_kind][2]  # the one its card offers
     assert_clean(a, run_id)
 
 
@@ -122,6 +146,48 @@ def test_the_peers_question_is_asked_on_a_and_the_answer_completes_both(a: httpx
     [artifact] = outputs_of(done)["artifacts"]
     assert "teal" in artifact["parts"][0]["text"], artifact  # the SDK peer got the answer and echoed it
     assert_clean(a, run_id)
+
+
+TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$")
+
+
+def received(peer_folder: Path, run_id: str, task_id: str) -> list[Doc]:
+    """The JSON-RPC requests the peer received for one hand-off: its send (by run id), then those naming its task."""
+    lines = [json.loads(line) for line in (peer_folder / "received.jsonl").read_text().splitlines()]
+    mine = []
+    for line in lines:
+        params = line["body"]["params"]
+        message = params.get("message") or {}
+        sent_by = ((message.get("metadata") or {}).get("openwop") or {}).get("runId")
+        if task_id in (params.get("id"), params.get("taskId"), message.get("taskId")) or sent_by == run_id:
+            mine.append(line)
+    return mine
+
+
+def test_every_request_of_a_handoff_carries_one_trace(a: httpx.Client, peer_folder: Path, peer_kind: str) -> None:
+    """A W3C traceparent on each of the hand-off's requests (send, reads, the reply): one trace id, a new span each."""
+    first = start(a, "hand-sdk", {"prompt": "input-required"})
+    waiting = until_status(a, first, "waiting-input", "failed", "completed")
+    [question] = waiting["interrupt"]["data"]["questions"]
+    assert a.post(f"/v1/runs/{first}/interrupts/peer", json={"resumeValue": {"answers": {question["id"]: "red"}}})
+    done = until_status(a, first, "completed", "failed")
+    assert done["status"] == "completed", done
+    requests = received(peer_folder, first, outputs_of(done)["taskId"])
+    methods = [r["body"]["method"] for r in requests]
+    send, get = ("message/send", "tasks/get") if PEER_KINDS[peer_kind][2] == "0.3" else ("SendMessage", "GetTask")
+    assert methods[0] == send and methods.count(send) == 2, methods  # the send, the reply
+    assert get in methods, methods
+    parsed = [TRACEPARENT.match(r["traceparent"] or "") for r in requests]
+    assert all(parsed), [r["traceparent"] for r in requests]
+    traces = {m.group(1) for m in parsed if m}
+    assert len(traces) == 1 and traces != {"0" * 32}, traces
+    spans = [m.group(2) for m in parsed if m]
+    assert len(set(spans)) == len(spans) and "0" * 16 not in spans  # each request is a span of its own
+    second = start(a, "hand-sdk", {"prompt": "another hand-off"})
+    other = until_status(a, second, "completed", "failed")
+    later = received(peer_folder, second, outputs_of(other)["taskId"])
+    [again] = {m.group(1) for m in (TRACEPARENT.match(r["traceparent"] or "") for r in later) if m}
+    assert again not in traces  # a trace per hand-off
 
 
 def test_auth_required_waits_for_input_marked_auth(a: httpx.Client) -> None:

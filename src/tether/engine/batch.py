@@ -13,6 +13,7 @@ import orjson
 
 from tether import clock
 from tether.engine.events import ENGINE_VERSION, NewEvent
+from tether.engine.nodes import HANDOFF_TYPES
 from tether.engine.state import apply, evolve
 from tether.ids import new_id
 from tether.run_state import RunSnapshot
@@ -86,6 +87,11 @@ def due_at(state: RunSnapshot) -> str | None:
     """When the run next needs attention unasked: its gate's deadline or its delay's wake-up."""
     interrupt = state.get("interrupt")
     if interrupt:
+        asker = state["nodeStates"].get(interrupt["nodeId"])
+        if asker is not None and asker.get("typeId") in HANDOFF_TYPES and asker["status"] == "suspended":
+            # a peer's question mirrored here: its hand-off's follower needs a host at once (on a shared
+            # store, a host that finds it without a live lease takes it over; see ``engine.cluster``)
+            return str(interrupt["requestedAt"])
         timeout = interrupt.get("timeoutMs")
         if timeout:
             return clock.iso(clock.parse(interrupt["requestedAt"]) + ms(timeout))

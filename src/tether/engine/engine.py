@@ -122,8 +122,15 @@ class Engine:
         self._stopping = False
         self._projectors = tuple(projectors)
         self._on_commit = tuple(on_commit)
+        #: a hand-off is followed only by the host holding its run's lease, for as long as it follows it
         self.handoffs = Handoffs(
-            store, peers, transition=self._handoff_transition, call_of=self._call_of, kick=self.kick, settings=handoffs
+            store,
+            peers,
+            transition=self._handoff_transition,
+            call_of=self._call_of,
+            kick=self.kick,
+            on_idle=self._unfollowed,
+            settings=handoffs,
         )
 
     # lifecycle -------------------------------------------------------------------------
@@ -138,7 +145,7 @@ class Engine:
         return len(rows)
 
     def _resume(self, row: RunRow) -> None:
-        if row.status in WAITING:
+        if row.status in WAITING and (self.cluster is None or not in_flight(row.state)):
             self._arm_timeout(row)
             self.handoffs.notice(row)  # a mirrored peer question: its hand-off still follows the peer
         else:
@@ -332,8 +339,17 @@ class Engine:
         except LeaseLost:
             log.warning("run %s was taken over by another host; this host stops driving it", run_id)
             return
-        if self.cluster is not None and not self._stopping:
-            await self.cluster.release(run_id)
+        if self.cluster is not None and not self._stopping and not self.handoffs.follows(run_id):
+            await self.cluster.release(run_id)  # a followed hand-off keeps it (``_unfollowed`` lets it go)
+
+    def _unfollowed(self, run_id: str) -> None:
+        """The last hand-off of ``run_id`` followed here ended: give up its lease, unless a driver still holds it."""
+        driver = self._drivers.get(run_id)
+        if self.cluster is None or self._stopping or (driver is not None and not driver.done()):
+            return  # a driver running decides at its end (a finished one kept the lease for the follower)
+        task = asyncio.create_task(self.cluster.release(run_id), name=f"tether-release-{run_id}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _drive_under(self, run_id: str, fence: tuple[str, int] | None) -> None:
         while True:
@@ -440,6 +456,7 @@ class Engine:
     def _lost(self, run_ids: set[str]) -> None:
         """Another host took these runs over: stop driving them here."""
         for run_id in run_ids:
+            self.handoffs.drop(run_id)
             task = self._drivers.get(run_id)
             if task is not None:
                 task.cancel()
@@ -450,7 +467,7 @@ class Engine:
         if row is None or row.is_terminal:
             return
         interrupt = row.state.get("interrupt")
-        if row.status in WAITING:
+        if row.status in WAITING and not in_flight(row.state):
             if interrupt and row.due_at and row.due_at <= clock.now_iso():
                 await self._expire(run_id, interrupt["interruptId"])
             return
@@ -459,6 +476,7 @@ class Engine:
     def _hint(self, run_id: str) -> None:
         """Another host committed to ``run_id``: wake local observers, and a delay if it was cancelled."""
         self.notifier.publish(run_id)
+        self.handoffs.committed(run_id)  # a cancel or an answer made on another host: its follower here acts now
         if run_id in self._sleeps:
             task = asyncio.create_task(self._check_cancel(run_id), name=f"tether-check-{run_id}")
             self._background.add(task)

@@ -11,8 +11,9 @@ flight), and the follower here takes over. Its loop, per hand-off:
 2. an answer owed to the peer (a local principal answered its mirrored question): forward
    it, then record that it was (``a2a.handoff.replied``);
 3. read the peer task and apply the reverse projection (``tether.engine.reverse``);
-4. wait: for a push hint, a commit to the run (a cancel, an answer), or the next poll,
-   whichever comes first. Polls back off to ``poll_max``; a waiting hand-off is a sleeping
+4. wait: for a push hint (or, from a peer that will not push, an event on its task
+   stream), a commit to the run (a cancel, an answer), or the next poll, whichever comes
+   first. Polls back off to ``poll_max``; a waiting hand-off is a sleeping
    task: no request open, no CPU.
 
 A restart re-reads every hand-off at once (``notice`` on every unfinished run). Transport
@@ -28,25 +29,26 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from tether import clock
 from tether.engine import events, reverse
 from tether.engine.batch import Batch
-from tether.engine.nodes import HANDOFF_ALIASES, HANDOFF_TYPE, CallPeer, Outcome
+from tether.engine.nodes import HANDOFF_TYPES, CallPeer, Outcome
 from tether.engine.peer import PEER_TERMINAL, PeerError, PeerPort, PeerRef, PeerRefused, PeerTask, PeerUnavailable
 from tether.run_state import ErrorObject, RunSnapshot
 from tether.store.base import RunRow, Store
 from tether.types import TERMINAL
 
-__all__ = ["HANDOFF_TYPES", "HandoffSettings", "Handoffs", "handoff_id", "invocation_message_id"]
+__all__ = ["HANDOFF_TYPES", "HandoffSettings", "Handoffs", "handoff_id", "invocation_message_id", "trace_id"]
 
 log = logging.getLogger("tether.engine.handoff")
 
-HANDOFF_TYPES: Final = frozenset({HANDOFF_TYPE, *HANDOFF_ALIASES})
 _IN_FLIGHT: Final = frozenset({"running", "suspended"})
 _ENDING: Final = TERMINAL | {"cancelling"}
+#: seconds a peer's task stream must stay open to count as working (attached to again at once)
+_HEALTHY_STREAM: Final = 5.0
 
 Transition = Callable[[str, Callable[[RunRow, Batch], Any]], Awaitable[RunRow]]
 CallOf = Callable[[RunRow, str], Outcome]
@@ -78,6 +80,17 @@ def invocation_message_id(run_id: str, node_id: str) -> str:
     return f"tether-{handoff_id(run_id, node_id)}"
 
 
+def trace_id(run_id: str, node_id: str) -> str:
+    """The W3C trace id of a hand-off's outbound requests: one trace per hand-off, the same after any restart.
+
+    A run keeps no trace of its own (an inbound ``traceparent`` is echoed, not stored), so
+    each hand-off starts one, derived like its ``messageId``: every request its follower
+    makes (send, reads, replies, push config, cancel), on any host, continues it.
+    """
+    digest = hashlib.sha256(f"tether:trace:v1\0{run_id}\0{node_id}".encode()).hexdigest()[:32]
+    return digest if digest.strip("0") else "1" * 32  # all zeros is an invalid trace id
+
+
 def handoff_record(state: RunSnapshot, node_id: str) -> dict[str, Any]:
     """What the run's log holds of a hand-off's peer task (empty before the peer answered)."""
     entry = state["nodeStates"].get(node_id)
@@ -104,18 +117,23 @@ class Handoffs:
         transition: Transition,
         call_of: CallOf,
         kick: Callable[[str], None],
+        on_idle: Callable[[str], None] = lambda run_id: None,
         settings: HandoffSettings | None = None,
     ) -> None:
+        """``on_idle(run_id)``: the last follower of that run here ended (its lease may go)."""
         self._store = store
         self._port = port
         self._transition = transition
         self._call_of = call_of
         self._kick = kick
+        self._on_idle = on_idle
         self._settings = settings or HandoffSettings()
         self._followers: dict[str, asyncio.Task[None]] = {}
         self._wakes: dict[str, asyncio.Event] = {}
         self._by_run: dict[str, set[str]] = {}
         self._subscribed: set[str] = set()
+        #: hand-offs whose peer will not push, followed by its task stream as well as by polls
+        self._watchers: dict[str, asyncio.Task[None]] = {}
         #: when each hand-off followed here last read its peer task (operators' view; not durable, by design:
         #: a read that changes nothing writes nothing)
         self._last_read: dict[str, str] = {}
@@ -129,6 +147,17 @@ class Handoffs:
             return
         for node_id in in_flight(row.state):
             self._follow(row.run_id, node_id)
+
+    def follows(self, run_id: str) -> bool:
+        """Whether a hand-off of ``run_id`` is followed here (so its host keeps the run's lease)."""
+        return bool(self._by_run.get(run_id))
+
+    def drop(self, run_id: str) -> None:
+        """Another host took ``run_id`` over: stop following its hand-offs here (that host follows them)."""
+        for hid in list(self._by_run.get(run_id, ())):
+            task = self._followers.get(hid)
+            if task is not None:
+                task.cancel()
 
     def committed(self, run_id: str) -> None:
         """A commit to ``run_id``: its followers re-read it now (a cancel, an answer to forward)."""
@@ -164,17 +193,21 @@ class Handoffs:
             del self._followers[hid]
             self._wakes.pop(hid, None)
             self._last_read.pop(hid, None)
+            watcher = self._watchers.pop(hid, None)
+            if watcher is not None:
+                watcher.cancel()
             hids = self._by_run.get(run_id)
             if hids is not None:
                 hids.discard(hid)
                 if not hids:
                     del self._by_run[run_id]
+                    self._on_idle(run_id)
         if not task.cancelled() and task.exception() is not None:
             log.error("hand-off %s: its follower failed; the next start resumes it", hid, exc_info=task.exception())
 
     async def stop(self, grace: float = 5.0) -> None:
         self._stopping = True
-        tasks = list(self._followers.values())
+        tasks = [*self._followers.values(), *self._watchers.values()]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -195,7 +228,7 @@ class Handoffs:
             entry = row.state["nodeStates"].get(node_id)
             record = handoff_record(row.state, node_id)
             if entry is None or entry["status"] not in _IN_FLIGHT or row.status in _ENDING:
-                await self._cancel_peer(row, record)
+                await self._cancel_peer(row, node_id, record)
                 return
             outcome = self._call_of(row, node_id)
             if not isinstance(outcome, CallPeer):  # the workflow changed under the run: nothing to follow
@@ -250,7 +283,8 @@ class Handoffs:
         if "taskId" not in record:
             metadata = {"openwop": {"runId": row.run_id, "nodeId": node_id}}
             message_id = invocation_message_id(row.run_id, node_id)
-            ref, task = await port.send(outcome.call, message_id=message_id, metadata=metadata)
+            call = replace(outcome.call, trace_id=trace_id(row.run_id, node_id))
+            ref, task = await port.send(call, message_id=message_id, metadata=metadata)
             self._last_read[hid] = clock.now_iso()
             if self._settings.after_send is not None:
                 await self._settings.after_send()
@@ -262,7 +296,7 @@ class Handoffs:
             await self._transition(row.run_id, accept)
             await self._subscribe(port, ref, hid)
             return await self._apply(row.run_id, node_id, task, ref)
-        ref = PeerRef.from_record(record)
+        ref = PeerRef.from_record(record, trace_id(row.run_id, node_id))
         pending = record.get("pendingReply")
         if pending is not None:
             index = int(pending["index"])
@@ -291,7 +325,39 @@ class Handoffs:
             pushed = False
             log.info("hand-off %s: the peer will not push (%s); polling it", hid, failed)
         if not pushed:
-            log.info("hand-off %s: following task %s at %s by polling", hid, ref.task_id, ref.agent)
+            log.info("hand-off %s: following task %s at %s by its stream and polling", hid, ref.task_id, ref.agent)
+            watcher = self._watchers.get(hid)
+            if watcher is None or watcher.done():
+                self._watchers[hid] = asyncio.create_task(self._watch(port, ref, hid), name=f"tether-watch-{hid}")
+
+    async def _watch(self, port: PeerPort, ref: PeerRef, hid: str) -> None:
+        """Follow the peer task's stream, waking the follower on each change, and attach again when it ends.
+
+        A stream ends often (the egress client's time limit cuts every response); attaching
+        again costs a connection and one frame, the task as it is, which wakes the follower
+        only when it differs from what the last attach said. A peer that cannot stream is left
+        to the polls; one whose streams keep failing fast is attached to less and less often.
+        """
+        loop = asyncio.get_running_loop()
+        pause, snapshot = self._settings.poll_min, None
+        while not self._stopping:
+            opened = loop.time()
+            try:
+                async with contextlib.aclosing(port.watch(ref)) as frames:
+                    first = True
+                    async for frame in frames:
+                        if not first or frame != snapshot:
+                            self.hint(hid)
+                        if first:
+                            snapshot, first = frame, False
+            except PeerRefused as refused:
+                log.info("hand-off %s: the peer will not stream (%s); polling it", hid, refused)
+                return
+            except PeerUnavailable:
+                pass
+            healthy = loop.time() - opened >= _HEALTHY_STREAM
+            pause = self._settings.poll_min if healthy else min(pause * 2, self._settings.poll_max)
+            await asyncio.sleep(pause)
 
     async def _apply(self, run_id: str, node_id: str, task: PeerTask, ref: PeerRef) -> bool | None:
         """Apply the reverse projection; None when the node finished, else whether the run changed."""
@@ -312,7 +378,7 @@ class Handoffs:
         if result["finished"]:
             self._kick(run_id)
             if task.state not in PEER_TERMINAL:
-                await self._cancel_peer(after, handoff_record(after.state, node_id))
+                await self._cancel_peer(after, node_id, handoff_record(after.state, node_id))
             return None
         if changed:
             self._kick(run_id)
@@ -333,13 +399,13 @@ class Handoffs:
         await self._transition(run_id, decide)
         self._kick(run_id)
 
-    async def _cancel_peer(self, row: RunRow, record: dict[str, Any]) -> None:
+    async def _cancel_peer(self, row: RunRow, node_id: str, record: dict[str, Any]) -> None:
         """The local run was cancelled (or the node ended otherwise) while the peer task goes on: cancel it."""
         if self._port is None or "taskId" not in record or record.get("peerState") in PEER_TERMINAL:
             return
         if row.status not in ("cancelled", "cancelling"):
             return
-        ref = PeerRef.from_record(record)
+        ref = PeerRef.from_record(record, trace_id(row.run_id, node_id))
         pause = self._settings.poll_min
         for _ in range(5):
             try:

@@ -166,6 +166,8 @@ def _external(ctx: NodeContext) -> Outcome:
 HANDOFF_TYPE = "vendor.tether.a2a-handoff"
 #: the names the conformance fixtures give a hand-off node (served only with the test seams on)
 HANDOFF_ALIASES = ("core.conformance.a2a-invoke", "core.a2a.invoke")
+#: every type id a hand-off node runs under
+HANDOFF_TYPES = frozenset({HANDOFF_TYPE, *HANDOFF_ALIASES})
 _VERSIONS = ("auto", "1.0", "0.3")
 
 

@@ -9,6 +9,7 @@ value here is plain data, so the engine can record it in the run's log as it is.
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,6 +38,8 @@ class PeerCall:
     version: str = "auto"
     text: str | None = None
     data: dict[str, Any] | None = None
+    #: the W3C trace (32 lowercase hex) the hand-off's requests belong to; None sends no ``traceparent``
+    trace_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +47,8 @@ class PeerRef:
     """Where a handed-off task lives: recorded in the run's log as soon as the peer answers.
 
     ``rpc_url`` and ``version`` are what the peer's card said when the task was sent, so a
-    restart follows the task where it is without reading the card again.
+    restart follows the task where it is without reading the card again. ``trace_id`` is not
+    recorded: the follower derives it again (``PeerCall.trace_id``).
     """
 
     agent: str
@@ -53,6 +57,7 @@ class PeerRef:
     task_id: str
     context_id: str | None = None
     credential: str | None = None
+    trace_id: str | None = None
 
     def as_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
@@ -68,7 +73,7 @@ class PeerRef:
         return record
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> PeerRef:
+    def from_record(cls, record: dict[str, Any], trace_id: str | None = None) -> PeerRef:
         return cls(
             agent=str(record["agent"]),
             rpc_url=str(record["rpcUrl"]),
@@ -76,6 +81,7 @@ class PeerRef:
             task_id=str(record["taskId"]),
             context_id=record.get("contextId"),
             credential=record.get("credential"),
+            trace_id=trace_id,
         )
 
 
@@ -137,4 +143,13 @@ class PeerPort(Protocol):
 
     async def subscribe(self, ref: PeerRef, handoff_id: str) -> bool:
         """Ask the peer to push to this host when the task changes; False when it cannot or will not."""
+        ...
+
+    def watch(self, ref: PeerRef) -> AsyncGenerator[str, None]:
+        """Follow the task's stream (resubscribe): one item per event, the first the task as it is now.
+
+        Each item is only a hint that the task changed (the follower reads it with ``get``).
+        It ends when the stream does; raises ``PeerRefused`` when the peer cannot stream,
+        ``PeerUnavailable`` when the stream broke.
+        """
         ...

@@ -8,18 +8,15 @@ It binds 127.0.0.1 on a free port and prints ``peer: serving on https://127.0.0.
 What it does with a message is named by the message (its text, or a data part's
 ``driftScenario``, as the conformance fixture sends): ``input-required`` asks a question and
 completes with the answer it is given; ``auth-required`` and ``rejected`` stop there;
-anything else is echoed back as a completed task's artifact.
+anything else is echoed back as a completed task's artifact. With ``--record FILE`` it
+appends one JSON line per POST it receives (its ``traceparent`` header and its body), for
+tests of what callers send.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import socket
-from collections.abc import AsyncIterator
 from typing import Any
 
-import uvicorn
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.apps import A2AStarletteApplication
 from a2a.server.events import EventQueue
@@ -39,6 +36,7 @@ from a2a.types import (
     TextPart,
 )
 from a2a.utils import get_message_text, new_text_artifact
+from serving import serve
 
 SCENARIOS = ("input-required", "auth-required", "rejected")
 QUESTION = "Which colour should it be?"
@@ -118,34 +116,10 @@ def agent_card(url: str) -> AgentCard:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--certfile", required=True)
-    parser.add_argument("--keyfile", required=True)
-    args = parser.parse_args(argv)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    url = f"https://127.0.0.1:{sock.getsockname()[1]}"
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> AsyncIterator[None]:
-        print(f"peer: serving on {url}", flush=True)
-        yield
-
+def make_app(url: str, lifespan: Any) -> Any:
     handler = DefaultRequestHandler(agent_executor=ScriptedExecutor(), task_store=InMemoryTaskStore())
-    app = A2AStarletteApplication(agent_card=agent_card(url + "/"), http_handler=handler).build(lifespan=lifespan)
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=2,
-        ssl_certfile=args.certfile,
-        ssl_keyfile=args.keyfile,
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    return A2AStarletteApplication(agent_card=agent_card(url + "/"), http_handler=handler).build(lifespan=lifespan)
 
 
 if __name__ == "__main__":
-    main()
+    serve(__doc__.splitlines()[0], make_app)

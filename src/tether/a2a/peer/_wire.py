@@ -25,12 +25,14 @@ METHODS: Final[dict[str, dict[str, str]]] = {
         "get": "GetTask",
         "cancel": "CancelTask",
         "push": "CreateTaskPushNotificationConfig",
+        "subscribe": "SubscribeToTask",
     },
     "0.3": {
         "send": "message/send",
         "get": "tasks/get",
         "cancel": "tasks/cancel",
         "push": "tasks/pushNotificationConfig/set",
+        "subscribe": "tasks/resubscribe",
     },
 }
 _STATES: Final = frozenset(

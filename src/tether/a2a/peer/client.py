@@ -11,8 +11,10 @@ another try (``PeerUnavailable``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+import contextlib
+import secrets
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import httpx
@@ -37,10 +39,11 @@ _INTERNAL: Final = -32603
 
 @dataclass(frozen=True, slots=True)
 class _Peer:
-    """What a peer's card said: where its JSON-RPC endpoint is, per version, and whether it pushes."""
+    """What a peer's card said: where its JSON-RPC endpoint is, per version, whether it pushes and streams."""
 
     endpoints: dict[str, str]
     pushes: bool
+    streams: bool = False
 
 
 def _major_minor(value: Any) -> str | None:
@@ -68,7 +71,23 @@ def read_card(card: Any) -> _Peer:
             if isinstance(interface, dict) and interface.get("transport") == "JSONRPC":
                 endpoints.setdefault("0.3", str(interface.get("url")))
     capabilities: dict[str, Any] = card["capabilities"] if isinstance(card.get("capabilities"), dict) else {}
-    return _Peer(endpoints, bool(capabilities.get("pushNotifications")))
+    return _Peer(endpoints, bool(capabilities.get("pushNotifications")), bool(capabilities.get("streaming")))
+
+
+@contextlib.contextmanager
+def _translated(url: str) -> Iterator[None]:
+    """The egress guard's refusal is final (``egress_denied``); any other transport error is worth another try."""
+    try:
+        yield
+    except EgressRefused as refused:
+        raise PeerRefused("egress_denied", f"the egress guard refused {url}: {refused.message}") from refused
+    except httpx.HTTPError as exc:
+        raise PeerUnavailable("external_call_failed", f"{url}: {type(exc).__name__}: {exc}") from exc
+
+
+def traceparent(trace_id: str) -> str:
+    """A W3C ``traceparent`` continuing ``trace_id``: each request is a new span (a fresh parent id), unsampled."""
+    return f"00-{trace_id}-{secrets.token_hex(8)}-00"
 
 
 class PeerClient:
@@ -97,13 +116,13 @@ class PeerClient:
         if call.skill:
             meta["skillId"] = call.skill
         doc = _wire.message(message_id, text=call.text, data=call.data, metadata=meta)
-        ref = PeerRef(call.agent, peer.endpoints[version], version, task_id="", credential=call.credential)
+        ref = PeerRef(call.agent, peer.endpoints[version], version, "", None, call.credential, call.trace_id)
         result = await self._call(ref, "send", self._send_params(doc, version))
         try:
             task = _wire.task_of(result, version)
         except ValueError as exc:
             raise PeerRefused("a2a_peer_invalid_response", str(exc)) from exc
-        return PeerRef(call.agent, ref.rpc_url, version, task.task_id, task.context_id, call.credential), task
+        return replace(ref, task_id=task.task_id, context_id=task.context_id), task
 
     async def get(self, ref: PeerRef) -> PeerTask:
         result = await self._call(ref, "get", {"id": ref.task_id, "historyLength": 0})
@@ -139,6 +158,27 @@ class PeerClient:
             params = {"taskId": ref.task_id, **config}
         await self._call(ref, "push", params)
         return True
+
+    async def watch(self, ref: PeerRef) -> AsyncGenerator[str, None]:
+        peer = await self._peer(ref.agent, ref.credential)
+        if not peer.streams:
+            raise PeerRefused("a2a_peer_cannot_stream", f"the peer at {ref.agent} does not stream (its card says so)")
+        method = _wire.METHODS[ref.version]["subscribe"]
+        headers = await self._headers(ref, accept="text/event-stream")
+        body = orjson.dumps({"jsonrpc": "2.0", "id": new_id("rpc_"), "method": method, "params": {"id": ref.task_id}})
+        with _translated(ref.rpc_url):
+            async with self._client.stream("POST", ref.rpc_url, headers=headers, content=body) as response:
+                if response.status_code != 200:
+                    raise self._http_error(response, ref.rpc_url)
+                if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                    raise PeerRefused("a2a_peer_cannot_stream", f"{method}: the peer answered no event stream")
+                data: list[str] = []
+                async for line in response.aiter_lines():
+                    if line.startswith("data:"):
+                        data.append(line[5:].strip())
+                    elif not line and data:
+                        yield "\n".join(data)
+                        data = []
 
     # the wire -----------------------------------------------------------------------------------
 
@@ -188,12 +228,8 @@ class PeerClient:
     async def _request(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None = None
     ) -> httpx.Response:
-        try:
+        with _translated(url):
             return await self._client.request(method, url, headers=headers, content=body)
-        except EgressRefused as refused:
-            raise PeerRefused("egress_denied", f"the egress guard refused {url}: {refused.message}") from refused
-        except httpx.HTTPError as exc:
-            raise PeerUnavailable("external_call_failed", f"{url}: {type(exc).__name__}: {exc}") from exc
 
     @staticmethod
     def _http_error(response: httpx.Response, url: str) -> PeerRefused | PeerUnavailable:
@@ -206,10 +242,17 @@ class PeerClient:
             return PeerRefused("a2a_peer_redirected", f"{url}: HTTP {status}: redirects are never followed")
         return PeerRefused("a2a_peer_error", f"{url}: HTTP {status}")
 
+    async def _headers(self, ref: PeerRef, accept: str = "application/json") -> dict[str, str]:
+        """A JSON-RPC request's headers: its version, its trace, and the hand-off's credential (if any)."""
+        headers = {"A2A-Version": ref.version, "Content-Type": "application/json", "Accept": accept}
+        if ref.trace_id is not None:
+            headers["traceparent"] = traceparent(ref.trace_id)
+        await self._authorize(headers, ref.rpc_url, ref.credential)
+        return headers
+
     async def _call(self, ref: PeerRef, action: str, params: dict[str, Any]) -> Any:
         method = _wire.METHODS[ref.version][action]
-        headers = {"A2A-Version": ref.version, "Content-Type": "application/json", "Accept": "application/json"}
-        await self._authorize(headers, ref.rpc_url, ref.credential)
+        headers = await self._headers(ref)
         body = orjson.dumps({"jsonrpc": "2.0", "id": new_id("rpc_"), "method": method, "params": params})
         response = await self._request("POST", ref.rpc_url, headers, body)
         try:
