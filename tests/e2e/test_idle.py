@@ -19,6 +19,10 @@ APPROVAL_RUNS = 200
 CLARIFICATION_RUNS = 5
 WINDOW_SECONDS = 5.0
 MAX_CPU_SECONDS = 0.05  # 1 % of one core over the window
+#: a PostgreSQL host also renews its leases and polls the shared store for what other hosts
+#: enqueued (--fallback-poll-seconds, 5 s: each such cycle lands in the window): measured at
+#: 0.05–0.06 s here, at this commit and at the one before it, so it is held to 2 %
+MAX_CPU_SECONDS_SHARED = 0.10
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
@@ -39,7 +43,7 @@ def _count(host: HostProcess, key: str, status: str) -> int:
     return len(host.http(key).get("/v1/runs", params={"status": status, "limit": 500}).json()["runs"])
 
 
-def test_waiting_runs_cost_no_cpu(host: HostProcess, key: str) -> None:
+def test_waiting_runs_cost_no_cpu(host: HostProcess, key: str, backend: str) -> None:
     plan = ["approval-gated"] * APPROVAL_RUNS + ["clarification-gated"] * CLARIFICATION_RUNS
     failures: list[str] = []
     lock = threading.Lock()
@@ -87,9 +91,8 @@ def test_waiting_runs_cost_no_cpu(host: HostProcess, key: str) -> None:
     elapsed = time.monotonic() - started
     assert WINDOW_SECONDS <= elapsed < WINDOW_SECONDS + 1.0
     used = after - before
-    assert used < MAX_CPU_SECONDS, (
-        f"the idle host used {used:.3f} s of CPU in {elapsed:.2f} s with {len(plan)} waiting runs"
-    )
+    limit = MAX_CPU_SECONDS_SHARED if backend == "postgres" else MAX_CPU_SECONDS
+    assert used < limit, f"the idle host used {used:.3f} s of CPU in {elapsed:.2f} s with {len(plan)} waiting runs"
 
     # Still alive and answering, with every run still parked.
     assert host.proc is not None and host.proc.poll() is None
