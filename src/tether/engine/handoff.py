@@ -271,8 +271,11 @@ class Handoffs:
         return outcome.timeout_ms is None and failing_for >= self._settings.give_up_after
 
     async def _wait(self, wake: asyncio.Event, seconds: float) -> None:
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can lose a cancellation that lands as the
+        # wake-up does (a push sets it), and a follower being stopped would then go on waiting
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await wake.wait()
 
     async def _step(
         self, row: RunRow, node_id: str, hid: str, outcome: CallPeer, record: dict[str, Any]
