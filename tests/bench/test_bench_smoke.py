@@ -193,3 +193,17 @@ def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
         assert targets[tid]["pass"] in (True, False), f"{tid} was not judged: {targets[tid]}"
     if "sdk-memory" in servers:
         assert targets["send-vs-sdk-memory"]["value"] > 0 and targets["get-vs-sdk-memory"]["value"] > 0
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("scenario", ["get", "get10", "send", "send10"])
+def test_the_in_process_driver_of_the_instruction_counts_answers_every_request(scenario: str) -> None:
+    """``bench/instructions.py`` runs this driver under callgrind; here it runs plain, and must
+    get a JSON-RPC result for every request (it raises on the first that is not one)."""
+    driver = ROOT / "bench" / "apps" / "inproc_load.py"
+    done = subprocess.run([sys.executable, str(driver), scenario, "40"], capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0, done.stderr[-2000:]
+    refused = subprocess.run(
+        [sys.executable, str(driver), "tasks/get", "40"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode != 0 and "usage: inproc_load.py" in refused.stderr
