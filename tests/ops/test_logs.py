@@ -127,3 +127,22 @@ def test_the_hot_path_writer_writes_what_the_formatters_write() -> None:
         "principal": None,
     }
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line["time"])
+
+
+def test_a_shaped_line_reads_as_the_same_line_written_whole() -> None:
+    """Request lines are formatted once per shape and only their duration filled in after."""
+    fields = {"method": "POST", "path": "/v1/a2a", "operation": "tasks/get", "status": 200, "principal": "t/a b"}
+    for fmt in ("text", "json"):
+        whole, shaped = io.StringIO(), io.StringIO()
+        InfoLines(whole, fmt).emit("tether.request", "request", {**fields, "duration_ms": 0.42})
+        writer = InfoLines(shaped, fmt)
+        shape = writer.shape("tether.request", "request", fields, "duration_ms")
+        writer.emit_shaped(shape, 0.42)
+        writer.emit_shaped(shape, 12.5)
+        first, second = shaped.getvalue().splitlines()
+        assert first.split(" INFO ")[-1] == whole.getvalue().rstrip("\n").split(" INFO ")[-1]
+        if fmt == "json":
+            assert json.loads(first) | {"time": None} == json.loads(whole.getvalue()) | {"time": None}
+            assert json.loads(second)["duration_ms"] == 12.5 and json.loads(second)["principal"] == "t/a b"
+        else:
+            assert second.endswith('principal="t/a b" duration_ms=12.5')

@@ -120,3 +120,43 @@ def test_no_label_carries_an_id(host: InProcessHost) -> None:
     labels = {v for (_, pairs) in scrape(host) for _, v in pairs}
     assert not [v for v in labels if re.search(r"run_[0-9a-f]{8}", v) or str(task["id"]) in v], labels
     assert "GET /v1/runs/{run_id}" in labels and "GET unmatched" in labels
+
+
+def test_request_counts_and_latencies_read_as_prometheus_clients_own_histogram_would() -> None:
+    """``Requests`` keeps plain numbers on the hot path; scraped, it matches the library's own types."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+    from tether.ops.metrics import Metrics
+
+    observed = [(200, 0.0004), (200, 0.0005), (200, 0.003), (404, 0.0011), (503, 45.0), (200, 1.0)]
+    ours = Metrics()
+    reference = CollectorRegistry()
+    counter = Counter("tether_requests", "", ["surface", "operation", "outcome"], registry=reference)
+    buckets = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+    histogram = Histogram(
+        "tether_request_duration_seconds", "", ["surface", "operation"], buckets=buckets, registry=reference
+    )
+    for status, seconds in observed:
+        ours.request("a2a", "tasks/get", status, seconds)
+        counter.labels("a2a", "tasks/get", f"{status // 100}xx").inc()
+        histogram.labels("a2a", "tasks/get").observe(seconds)
+
+    def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        return {
+            (s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name.startswith("tether_request") and not s.name.endswith("_created")
+        }
+
+    mine = samples(generate_latest(ours.registry).decode())
+    assert mine == samples(generate_latest(reference).decode())
+    assert (
+        mine[
+            (
+                "tether_request_duration_seconds_bucket",
+                frozenset({("surface", "a2a"), ("operation", "tasks/get"), ("le", "0.0005")}),
+            )
+        ]
+        == 2
+    )
