@@ -49,6 +49,7 @@ from tether.engine.handoff import HandoffSettings
 from tether.engine.nodes import Handler, node_handlers
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_workflows
+from tether.engine.retention import Retention
 from tether.engine.workflow import load_workflow_file
 from tether.http import errors
 from tether.http.middleware import BodyLimit, DateHeader, TraceparentEcho
@@ -268,6 +269,10 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
             resumed = await engine.start()
             stack.push_async_callback(engine.stop)
             egress.start()
+            if settings.task_retention > 0:
+                retention = Retention(store, settings.task_retention, on_purged=metrics.runs_purged.inc)
+                retention.start()
+                stack.push_async_callback(retention.stop)
             app.state.first_start_key = dev_key
             if dev_key is not None:
                 print(f"tether: first start, created API key 'dev' (shown once):\n{dev_key}", flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime
 
@@ -32,3 +33,17 @@ def now_iso() -> str:
 
 def parse(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_SPAN_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_span(text: str) -> float:
+    """Seconds in a span written ``90s``, ``15m``, ``12h``, ``30d`` (or ``0``)."""
+    if text.strip() == "0":
+        return 0.0
+    match = _SPAN.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not a span: write e.g. 90s, 15m, 12h or 30d (0 for none)")
+    return float(match.group(1)) * _SPAN_UNITS[match.group(2)]

@@ -25,6 +25,7 @@ ALL_SCOPES = (
     "runs:create",
     "runs:read",
     "runs:cancel",
+    "runs:purge",
     "approvals:respond",
     "webhooks:manage",
     "artifacts:read",

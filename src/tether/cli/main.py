@@ -68,6 +68,15 @@ def _schedule_option(ctx: click.Context, param: click.Parameter, value: str) -> 
     return value
 
 
+def _span_option(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    from tether.clock import parse_span
+
+    try:
+        return parse_span(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
 def _tenant_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A tenant name, checked as ``tether keys create --tenant`` checks it."""
     from tether.auth.keys import valid_tenant
@@ -306,6 +315,15 @@ def main() -> None:
     show_default=True,
     type=click.FloatRange(min=0),
     help="On SIGTERM, answer /readyz with 503 this long while still serving, so a load balancer drains first.",
+)
+@click.option(
+    "--task-retention",
+    default="30d",
+    show_default=True,
+    callback=_span_option,
+    metavar="SPAN",
+    help="Purge a finished run (events, task, history, deliveries) this long after it ended, e.g. 12h or 90d; "
+    "0 keeps every run forever. Runs that have not finished are never purged.",
 )
 @click.option(
     "--log-level",
@@ -863,6 +881,43 @@ def runs_cancel(run_id: str, reason: str | None, url: str, key: str | None) -> N
         result = client.post(_run_path(run_id, "cancel"), {"reason": reason} if reason else {})
     status = result.get("status", "?") if isinstance(result, dict) else "?"
     click.echo(f"run {run_id}: {status}")
+
+
+@runs.command("purge")
+@click.option(
+    "--before",
+    required=True,
+    metavar="TIMESTAMP",
+    help="Purge runs that ended before this instant: ISO 8601 with an offset (2026-11-30T00:00:00Z).",
+)
+@click.option("--dry-run", is_flag=True, help="Only list the runs that would go; delete nothing.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the purged (or, with --dry-run, purgeable) run ids as JSON."
+)
+@host_options
+def runs_purge(before: str, dry_run: bool, as_json: bool, url: str, key: str | None) -> None:
+    """Purge the tenant's finished runs that ended before TIMESTAMP, as task retention would.
+
+    A purged run, its events and its A2A task read afterwards as an unknown id. Runs that
+    have not ended, or still have a push or webhook pending, are kept.
+    """
+    ids: list[str] = []
+    with _client(url, key) as client:
+        while True:
+            body = client.post("/v1/runs:purge", {"before": before, "dryRun": dry_run})
+            ids += body["runIds"]
+            if dry_run or not body["more"]:  # a dry run lists the first 1000 at most
+                break
+    if as_json:
+        _print_json(ids)
+        return
+    for run_id in ids:
+        click.echo(run_id)
+    verb = "would purge" if dry_run else "purged"
+    click.echo(
+        f"{verb} {len(ids)} run(s) that ended before {before}"
+        + (" (more left: --dry-run lists 1000)" if dry_run and len(ids) == 1000 else "")
+    )
 
 
 # --- push ----------------------------------------------------------------------------------

@@ -32,6 +32,8 @@ def discovery_document(rest: RestSurface) -> dict[str, Any]:
         "eventLogSchemaVersion": 1,
         "fixtures": rest.registry.executable_fixtures(),
         "webhooks": {"supported": True, "signatureAlgorithms": ["v1"]},
+        # how long a finished run (and its A2A task) stays readable; RFC 0100 UQ1: task retention = run retention
+        "retention": {"runs": {"windowSeconds": settings.task_retention or None, "purgeOnDemand": True}},
         **(rest.families or {}),
     }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from tether.types import RunStatus
 
@@ -33,6 +33,20 @@ class CancelRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str | None = Field(default=None, max_length=512)
+
+
+class PurgeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    before: AwareDatetime = Field(description="Purge the caller's runs that ended before this instant (with offset).")
+    dryRun: bool = Field(default=False, description="Only list the runs that would go; delete nothing.")
+    limit: int = Field(default=1000, ge=1, le=10_000, description="The most runs one call purges.")
+
+
+class PurgeResponse(BaseModel):
+    runIds: list[str]
+    dryRun: bool
+    more: bool = Field(description="More runs ended before that instant may be left: call again.")
 
 
 class StatusResponse(BaseModel):

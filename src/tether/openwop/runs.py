@@ -11,8 +11,10 @@ import orjson
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
+from tether import clock
 from tether.engine.engine import IdempotencyClaim
 from tether.engine.handoff import Handoffs, in_flight
+from tether.engine.retention import BATCH
 from tether.engine.state import STARTED
 from tether.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tether.http.requests import body_schema, json_body, parse_model, require
@@ -23,6 +25,8 @@ from tether.openwop.models import (
     CancelRequest,
     CreateRunRequest,
     CreateRunResponse,
+    PurgeRequest,
+    PurgeResponse,
     ResolveRequest,
     ResolveResponse,
     StatusResponse,
@@ -202,6 +206,29 @@ async def _cancel(request: Request, run_id: str, principal: Principal) -> Respon
     body: CancelRequest = parse_model(CancelRequest, raw if raw is not None else {})
     row = await rest_of(request).engine.cancel(principal, run_id, body.reason)
     return json_response({"runId": row.run_id, "status": row.status})
+
+
+@router.post("/v1/runs:purge", response_model=PurgeResponse, openapi_extra=body_schema(PurgeRequest))
+async def purge_runs(request: Request, principal: Principal = Depends(require("runs:purge"))) -> Response:
+    """Purge now, as task retention would later: the caller's tenant's runs that ended before ``before``.
+
+    Runs that have not ended, or still have a delivery pending, stay. A purged run, its
+    events and its A2A task read afterwards exactly as an unknown id.
+    """
+    body: PurgeRequest = parse_model(PurgeRequest, await json_body(request))
+    before = clock.iso(body.before)
+    store = rest_of(request).store
+    if body.dryRun:
+        ids = await store.purge_runs(before, body.limit, tenant=principal.tenant, dry_run=True)
+    else:
+        ids = []
+        while len(ids) < body.limit:  # in the background purge's batches: no long write blocks the others
+            wanted = min(BATCH, body.limit - len(ids))
+            batch = await store.purge_runs(before, wanted, tenant=principal.tenant)
+            ids += batch
+            if len(batch) < wanted:
+                break
+    return json_response({"runIds": ids, "dryRun": body.dryRun, "more": len(ids) == body.limit})
 
 
 @router.post("/v1/runs/{run_id}/cancel", response_model=StatusResponse, openapi_extra=body_schema(CancelRequest))

@@ -56,6 +56,9 @@ class Metrics:
         self.runs_finished = Counter(
             "tether_runs_finished", "Runs that ended, by how", ["workflow", "status"], registry=r
         )
+        self.runs_purged = Counter(
+            "tether_runs_purged", "Finished runs purged past the task-retention window", registry=r
+        )
         self.events = Counter("tether_events_committed", "Run events committed to the store", registry=r)
         self.commit_seconds = Histogram(
             "tether_store_commit_duration_seconds",

@@ -64,6 +64,16 @@ class TaskCache:
         else:
             self._entries.pop(run.run_id, None)
 
+    def forget(self, task_id: str) -> None:
+        """Drop a task that is gone (purged) or may have changed unseen; a read under way is not kept."""
+        self._entries.pop(task_id, None)
+        self.commits += 1
+
+    def clear(self) -> None:
+        """Drop every task (after hints may have been missed)."""
+        self._entries.clear()
+        self.commits += 1
+
     def _put(self, entry: TaskEntry) -> None:
         entries = self._entries
         entries[entry.run.run_id] = entry

@@ -351,6 +351,21 @@ class Store(Protocol):
         """A task's record, its run and (with ``history``) its messages, read in one go."""
         ...
 
+    # retention
+
+    async def purge_runs(
+        self, before: str, limit: int, *, tenant: str | None = None, dry_run: bool = False
+    ) -> list[str]:
+        """Delete up to ``limit`` runs that ended before ``before`` (ISO UTC), oldest first, with
+        everything kept for them (events, task record, history, push configs, deliveries, the
+        idempotency claims that started them, the lease); their ids.
+
+        A run that has not ended, or still has a delivery pending, is never taken. ``tenant``
+        limits it to that tenant's runs; ``dry_run`` only says which runs would go. Two hosts
+        purging one database at once never take the same run.
+        """
+        ...
+
     # push configs, webhooks and the outbox
 
     async def put_push_config(self, row: PushConfigRow) -> None: ...

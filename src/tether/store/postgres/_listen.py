@@ -122,12 +122,17 @@ class Listener:
         self._origin = origin
         self._keepalive = keepalive
         self._callbacks: list[Callable[[str], None]] = []
+        self._listening_callbacks: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
         #: set while the connection is listening (tests and health checks wait on it)
         self.listening = asyncio.Event()
 
     def add(self, callback: Callable[[str], None]) -> None:
         self._callbacks.append(callback)
+
+    def on_listening(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` each time listening (re)starts: hints sent before then were missed."""
+        self._listening_callbacks.append(callback)
 
     @property
     def wanted(self) -> bool:
@@ -175,6 +180,8 @@ class Listener:
         lost = asyncio.Event()
         conn.add_termination_listener(lambda _conn: lost.set())
         await conn.add_listener(CHANNEL, self._on_notification)
+        for callback in list(self._listening_callbacks):
+            callback()
         self.listening.set()
         while not lost.is_set():
             try:

@@ -501,3 +501,39 @@ LEFT JOIN LATERAL (
            ARRAY(SELECT m.message FROM a2a_messages m WHERE m.task_id = k.task_id ORDER BY m.seq) AS history
     WHERE r.last_sequence <> k.known
 ) AS fresh ON TRUE;
+
+-- name: purgeable_runs
+-- Runs that ended before $1, oldest first, of tenant $2 (NULL: any tenant), with no delivery
+-- still pending (a push or webhook in flight keeps its run); at most $3. Locked, so that two
+-- hosts purging at once never take the same run (the other skips it).
+SELECT r.run_id FROM runs r
+WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < $1
+  AND ($2::text IS NULL OR r.tenant = $2)
+  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.run_id = r.run_id AND o.status = 'pending')
+ORDER BY r.updated_at LIMIT $3
+FOR UPDATE OF r SKIP LOCKED;
+
+-- name: purge_run_events
+DELETE FROM run_events WHERE run_id = ANY($1::text[]);
+
+-- name: purge_task_messages
+DELETE FROM a2a_messages WHERE task_id = ANY($1::text[]);
+
+-- name: purge_tasks
+DELETE FROM a2a_tasks WHERE task_id = ANY($1::text[]);
+
+-- name: purge_push_configs
+DELETE FROM push_configs WHERE task_id = ANY($1::text[]);
+
+-- name: purge_deliveries
+DELETE FROM outbox WHERE run_id = ANY($1::text[]);
+
+-- name: purge_idempotency
+-- The claims that started or answered these runs: the same request, sent again, starts anew.
+DELETE FROM idempotency WHERE run_id = ANY($1::text[]);
+
+-- name: purge_leases
+DELETE FROM run_leases WHERE run_id = ANY($1::text[]);
+
+-- name: purge_runs
+DELETE FROM runs WHERE run_id = ANY($1::text[]);

@@ -71,6 +71,19 @@ async def _keep_session(_conn: asyncpg.Connection) -> None:
     """
 
 
+#: what a purge deletes for each run, in this order (the run row last)
+_PURGES = (
+    Q["purge_run_events"],
+    Q["purge_task_messages"],
+    Q["purge_tasks"],
+    Q["purge_push_configs"],
+    Q["purge_deliveries"],
+    Q["purge_idempotency"],
+    Q["purge_leases"],
+    Q["purge_runs"],
+)
+
+
 class PostgresStore:
     """The scale-out store: several hosts, one PostgreSQL database.
 
@@ -454,6 +467,20 @@ class PostgresStore:
         """Runs that need a host and have no live lease, by run id."""
         return [r[0] for r in await self._fetch("orphaned_runs", now, limit)]
 
+    async def purge_runs(
+        self, before: str, limit: int, *, tenant: str | None = None, dry_run: bool = False
+    ) -> list[str]:
+        async with self._transaction("purging runs") as conn:
+            ids: list[str] = [r[0] for r in await conn.fetch(Q["purgeable_runs"], before, tenant, limit)]
+            if ids and not dry_run:
+                for statement in _PURGES:
+                    await conn.execute(statement, ids)
+        if ids and not dry_run:
+            for run_id in ids:
+                self._tasks.cache.forget(run_id)
+                await self._notifier.send(run_id)  # the other hosts drop their copies too
+        return ids
+
     async def announce(self, run_id: str) -> None:
         """Hint the other hosts that ``run_id`` changed; a hint that cannot be sent is
         logged and dropped (they poll)."""
@@ -466,6 +493,10 @@ class PostgresStore:
 
         The first call starts the listener (at ``open`` when the store is not open yet).
         """
+        if not self._listener.wanted:
+            # a hint says a run changed: any copy of its task may be stale (or purged)
+            self._listener.add(self._tasks.cache.forget)
+            self._listener.on_listening(self._tasks.cache.clear)  # hints missed while not listening
         self._listener.add(callback)
         if self._state == "open":
             self._listener.start()

@@ -232,3 +232,37 @@ INSERT INTO host_settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTH
 -- name: get_setting
 -- One setting.
 SELECT value FROM host_settings WHERE name = ?;
+
+-- name: purgeable_runs
+-- Runs that ended before ?1, oldest first, of tenant ?2 (NULL: any tenant), with no delivery
+-- still pending (a push or webhook in flight keeps its run); at most ?3.
+SELECT r.run_id FROM runs r
+WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < ?1
+  AND (?2 IS NULL OR r.tenant = ?2)
+  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.run_id = r.run_id AND o.status = 'pending')
+ORDER BY r.updated_at LIMIT ?3;
+
+-- name: purge_run_events
+DELETE FROM run_events WHERE run_id IN (SELECT value FROM json_each(?));
+
+-- name: purge_task_messages
+DELETE FROM a2a_messages WHERE task_id IN (SELECT value FROM json_each(?));
+
+-- name: purge_tasks
+DELETE FROM a2a_tasks WHERE task_id IN (SELECT value FROM json_each(?));
+
+-- name: purge_push_configs
+DELETE FROM push_configs WHERE task_id IN (SELECT value FROM json_each(?));
+
+-- name: purge_deliveries
+DELETE FROM outbox WHERE run_id IN (SELECT value FROM json_each(?));
+
+-- name: purge_idempotency
+-- The claims that started or answered these runs: the same request, sent again, starts anew.
+DELETE FROM idempotency WHERE run_id IN (SELECT value FROM json_each(?));
+
+-- name: purge_leases
+DELETE FROM run_leases WHERE run_id IN (SELECT value FROM json_each(?));
+
+-- name: purge_runs
+DELETE FROM runs WHERE run_id IN (SELECT value FROM json_each(?));

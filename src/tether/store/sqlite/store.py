@@ -67,6 +67,19 @@ _RUN_COLUMNS = ", ".join(RUN.columns)
 _DELIVERY_COLUMNS = ", ".join(DELIVERY.columns)
 
 
+#: what a purge deletes for each run, in this order (the run row last)
+_PURGES = (
+    Q["purge_run_events"],
+    Q["purge_task_messages"],
+    Q["purge_tasks"],
+    Q["purge_push_configs"],
+    Q["purge_deliveries"],
+    Q["purge_idempotency"],
+    Q["purge_leases"],
+    Q["purge_runs"],
+)
+
+
 class SqliteStore:
     """The embedded default store (one file, WAL, synchronous=FULL), for one host process.
 
@@ -364,6 +377,25 @@ class SqliteStore:
 
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
         return await self._write(lambda conn: conn.execute(Q["delete_push_config"], (task_id, config_id)).rowcount > 0)
+
+    # retention ---------------------------------------------------------------------------
+
+    async def purge_runs(
+        self, before: str, limit: int, *, tenant: str | None = None, dry_run: bool = False
+    ) -> list[str]:
+        def purge(conn: sqlite3.Connection) -> list[str]:
+            ids = [row[0] for row in conn.execute(Q["purgeable_runs"], (before, tenant, limit))]
+            if ids and not dry_run:
+                listed = orjson.dumps(ids).decode()
+                for statement in _PURGES:
+                    conn.execute(statement, (listed,))
+            return ids
+
+        ids = await self._write(purge)
+        if not dry_run:
+            for run_id in ids:  # here, in the event loop's thread, which alone touches the cache
+                self._tasks.forget(run_id)
+        return ids
 
     # webhooks ------------------------------------------------------------------------------
 
