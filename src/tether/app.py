@@ -268,6 +268,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
             dev_key = await ensure_dev_key(store)
             resumed = await engine.start()
             stack.push_async_callback(engine.stop)
+            egress.worker.on_attempt = metrics.delivery_attempt
             egress.start()
             if settings.task_retention > 0:
                 retention = Retention(store, settings.task_retention, on_purged=metrics.runs_purged.inc)

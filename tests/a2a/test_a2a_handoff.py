@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from handoff_hosts import (
     Doc,
@@ -29,6 +30,7 @@ from handoff_hosts import (
     until_status,
 )
 from harness import cli, wait_until
+from prometheus_client.parser import text_string_to_metric_families
 from workflow_docs import node, workflow_doc
 
 #: what B's forge-decision skill answers: an artifact shaped like an approval resolution
@@ -109,6 +111,7 @@ def test_approve_on_b_completes_a_by_push(pair: Pair) -> None:
             lambda: b.get(f"/v1/a2a/tasks/{task_id}").json().get("pushConfig"), what="A's push config"
         )
         assert pushed_to["url"].startswith(pair.a.url + "/v1/a2a/handoffs/")
+        assert _handoffs_waiting(a) == 1 and _handoffs_waiting(b) == 0  # an operator sees A wait on a peer
         approve(b, task_id, "gate")
         # A backs off to a poll a minute here (the fixture): completing in seconds is the push's doing
         done = until_status(a, run_id, "completed", "failed", timeout=15)
@@ -121,7 +124,15 @@ def test_approve_on_b_completes_a_by_push(pair: Pair) -> None:
         withdrawn = [e for e in docs if e["type"] == "interrupt.resolved"]
         assert [e["payload"]["resolvedBy"] for e in withdrawn] == ["a2a-peer"]
         assert_clean(b, task_id)
+        assert _handoffs_waiting(a) == 0
     assert len(b_runs(pair)) == 1
+
+
+def _handoffs_waiting(http: httpx.Client) -> float:
+    text = http.get("/metrics").text
+    return next(
+        s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == "tether_handoffs_waiting"
+    )
 
 
 def test_approve_on_a_reaches_b(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:

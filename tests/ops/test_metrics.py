@@ -15,6 +15,7 @@ import pytest
 from harness import wait_until
 from inproc import InProcessHost
 from prometheus_client.parser import text_string_to_metric_families
+from receiver import Receiver, egress_to
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -160,3 +161,25 @@ def test_request_counts_and_latencies_read_as_prometheus_clients_own_histogram_w
         ]
         == 2
     )
+
+
+def test_delivery_attempts_by_outcome_and_the_oldest_due_delivery(tmp_path: Path, receiver: Receiver) -> None:
+    """A webhook that fails once then lands, and one that fails until it is dead-lettered."""
+    schedule = ("--push-retry-schedule", "200ms")
+    with InProcessHost(tmp_path / "data", *egress_to(receiver), *schedule) as host:
+        http = host.http(host.dev_key)
+        hook = {"url": receiver.url("/hook"), "events": ["run.completed"], "secret": "s" * 32}
+        assert http.post("/v1/webhooks", json=hook).status_code == 201
+        receiver.script = [500, 204]
+        send(http, "lands-second-time")
+        wait_until(
+            lambda: value(scrape(host), "tether_outbox_attempts_total", kind="webhook", outcome="delivered") == 1
+        )
+        receiver.script = [503]
+        send(http, "never-lands")
+        wait_until(lambda: value(scrape(host), "tether_outbox_attempts_total", kind="webhook", outcome="dead") == 1)
+        after = scrape(host)
+        assert value(after, "tether_outbox_attempts_total", kind="webhook", outcome="retry") == 2
+        assert value(after, "tether_outbox_deliveries", status="dead") == 1
+        assert value(after, "tether_outbox_oldest_due_age_seconds") == 0  # nothing left due
+        assert len(receiver.requests) == 4

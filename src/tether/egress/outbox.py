@@ -52,6 +52,8 @@ DEFAULT_SCHEDULE = "5s,30s,2m,10m,1h,4h,12h"
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DELAY = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
 _MAX_RETRY_AFTER = 12 * 3600.0
+#: an attempt's outcome as metrics name it, by the status it leaves its delivery in
+_OUTCOMES = {"delivered": "delivered", "pending": "retry", "dead": "dead"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,8 @@ class OutboxWorker:
         push_body: PushBody = as_stored,
     ) -> None:
         self.owner = owner
+        #: told ``(kind, outcome)`` of each delivery attempt sent: delivered, retry or dead (metrics)
+        self.on_attempt: Callable[[str, str], None] | None = None
         #: renders a push in the version its config was registered in (given by the composition root)
         self.push_body = push_body
         self.fallback = fallback
@@ -286,7 +290,10 @@ class OutboxWorker:
             destination.succeeded(asyncio.get_running_loop().time())
         elif outcome.receiver_failed:
             destination.failed(asyncio.get_running_loop().time())
-        self._outcomes.put_nowait(self._attempt(row, outcome))
+        attempt = self._attempt(row, outcome)
+        self._outcomes.put_nowait(attempt)
+        if self.on_attempt is not None:
+            self.on_attempt(row.kind, _OUTCOMES[attempt.status])
 
     def _attempt(self, row: DeliveryRow, outcome: _Outcome) -> Attempt:
         attempts = row.attempts + 1

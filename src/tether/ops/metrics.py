@@ -22,6 +22,8 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tether import clock
+from tether.engine.handoff import in_flight
 from tether.ops.logs import InfoLines
 from tether.store.base import Commit, Store
 from tether.types import RUN_STATUSES, TERMINAL, WAITING
@@ -55,6 +57,22 @@ class Metrics:
         self.runs_started = Counter("tether_runs_started", "Runs created", ["workflow"], registry=r)
         self.runs_finished = Counter(
             "tether_runs_finished", "Runs that ended, by how", ["workflow", "status"], registry=r
+        )
+        self.delivery_attempts = Counter(
+            "tether_outbox_attempts",
+            "Delivery attempts sent, by kind (a2a-push, webhook) and outcome (delivered, retry, dead)",
+            ["kind", "outcome"],
+            registry=r,
+        )
+        self.oldest_due = Gauge(
+            "tether_outbox_oldest_due_age_seconds",
+            "How long the most overdue pending delivery has been due (0: none is overdue; read at scrape)",
+            registry=r,
+        )
+        self.handoffs_waiting = Gauge(
+            "tether_handoffs_waiting",
+            "Unfinished runs waiting on another agent: a hand-off in flight (read at scrape)",
+            registry=r,
         )
         self.runs_purged = Counter(
             "tether_runs_purged", "Finished runs purged past the task-retention window", registry=r
@@ -104,13 +122,21 @@ class Metrics:
 
         setattr(store, "commit", timed)  # noqa: B010 - an instance attribute shadows the method
 
+    def delivery_attempt(self, kind: str, outcome: str) -> None:
+        self.delivery_attempts.labels(kind, outcome).inc()
+
     async def refresh(self, store: Store) -> None:
-        """Read the gauges that describe the store: unfinished runs by status, the outbox by state."""
+        """Read the gauges that describe the store: unfinished runs by status, hand-offs, the outbox."""
         counts = dict.fromkeys((s for s in RUN_STATUSES if s not in TERMINAL), 0)
+        handing_off = 0
         for row in await store.active_runs():
             counts[row.status] = counts.get(row.status, 0) + 1
+            handing_off += bool(in_flight(row.state))
         for status, count in counts.items():
             self.runs.labels(status).set(count)
+        self.handoffs_waiting.set(handing_off)
+        due = await store.next_delivery_at()
+        self.oldest_due.set(max(0.0, (clock.now() - clock.parse(due)).total_seconds()) if due else 0.0)
         for state in ("pending", "dead"):
             rows = await store.list_deliveries(None, state, OUTBOX_COUNT_CAP)
             self.outbox.labels(state).set(len(rows))
