@@ -176,3 +176,19 @@ async def test_cancelling_the_run_cancels_the_peer_task(host: Host) -> None:
             break
         await engine.wait_for(run_id, lambda r: False, 0.02)
     assert host.peer.cancels == ["task-1"]
+
+
+async def test_a_follower_that_fails_unexpectedly_is_started_again_without_a_restart(host: Host) -> None:
+    engine = await host.start()
+    run_id = (await engine.create_run(ALICE, "hand", {})).run.run_id
+    await _until(engine, run_id, lambda r: bool(r.state["nodeStates"].get("peer", {}).get("handoff")))
+    reads = host.peer.get
+
+    async def broken_once(ref: Any) -> Any:
+        host.peer.get = reads  # the next read works again
+        raise RuntimeError("a bug, or a store connection dropped mid-read")
+
+    host.peer.get = broken_once  # type: ignore[method-assign]
+    host.peer.set("task-1", "completed")
+    row = await _until(engine, run_id, lambda r: r.status in TERMINAL)
+    assert row.status == "completed" and len(host.peer.sends) == 1

@@ -106,6 +106,10 @@ def in_flight(state: RunSnapshot) -> list[str]:
     ]
 
 
+#: the longest pause before a failed follower is started again
+_RETRY_MAX = 60.0
+
+
 class Handoffs:
     """The followers of the hand-offs in flight on this host, one asyncio task each."""
 
@@ -137,6 +141,8 @@ class Handoffs:
         #: when each hand-off followed here last read its peer task (operators' view; not durable, by design:
         #: a read that changes nothing writes nothing)
         self._last_read: dict[str, str] = {}
+        #: the pause before a run whose follower failed unexpectedly is driven again, by run (doubling)
+        self._retry_after: dict[str, float] = {}
         self._stopping = False
 
     # who is followed --------------------------------------------------------------------------
@@ -202,8 +208,20 @@ class Handoffs:
                 if not hids:
                     del self._by_run[run_id]
                     self._on_idle(run_id)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("hand-off %s: its follower failed; the next start resumes it", hid, exc_info=task.exception())
+        if task.cancelled():
+            return
+        if task.exception() is None:
+            self._retry_after.pop(run_id, None)
+            return
+        # a store that failed mid-read (a dropped connection), or a bug: nothing half-written, so
+        # drive the run again, later each time (its driver claims the lease and follows anew),
+        # rather than leave the hand-off unwatched until the host restarts
+        delay = self._retry_after[run_id] = min(self._retry_after.get(run_id, 0.25) * 2, _RETRY_MAX)
+        log.error(
+            "hand-off %s: its follower failed; following it again in %.1f s", hid, delay, exc_info=task.exception()
+        )
+        if not self._stopping:
+            asyncio.get_running_loop().call_later(delay, self._kick, run_id)
 
     async def stop(self, grace: float = 5.0) -> None:
         self._stopping = True
