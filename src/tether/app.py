@@ -28,7 +28,7 @@ from typing import NoReturn
 import uvicorn
 from fastapi import FastAPI
 
-from tether import __version__
+from tether import __version__, tracing
 from tether.a2a import routes as a2a_routes
 from tether.a2a import seams as a2a_seams
 from tether.a2a.capabilities import a2a_capabilities
@@ -459,6 +459,8 @@ def serve(settings: Settings) -> None:
     """
     lines = configure_logging(settings.log_level, settings.log_format)
     quiet_uvicorn_startup_failure()
+    if tracing.set_up():
+        log.info("traces: exporting spans over OTLP/HTTP (the OTEL_* variables say where)")
     try:
         server, sock, _ = make_server(settings, lines=lines)
     except OSError as exc:
@@ -470,6 +472,8 @@ def serve(settings: Settings) -> None:
         if failure is None:
             raise
         _refuse(explain(failure), failure, settings)
+    finally:
+        tracing.shut_down()  # export what is left: a graceful stop loses no span
 
 
 def _refuse(line: str, cause: BaseException, settings: Settings) -> NoReturn:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tether.types import Principal
 
-__all__ = ["CURRENT", "Exchange", "note_operation", "note_principal"]
+__all__ = ["CURRENT", "Exchange", "current_traceparent", "note_operation", "note_principal", "note_traceparent"]
 
 
 @dataclass(slots=True)
@@ -24,6 +24,8 @@ class Exchange:
 
     principal: str | None = None
     operation: str | None = None
+    #: the ``traceparent`` work started by this request continues (its server span, or the caller's)
+    traceparent: str | None = None
 
 
 CURRENT: ContextVar[Exchange | None] = ContextVar("tether_exchange", default=None)
@@ -41,3 +43,16 @@ def note_operation(name: str) -> None:
     exchange = CURRENT.get()
     if exchange is not None:
         exchange.operation = name
+
+
+def note_traceparent(value: str) -> None:
+    """The caller sent this well-formed ``traceparent`` (kept unless a server span was noted first)."""
+    exchange = CURRENT.get()
+    if exchange is not None and exchange.traceparent is None:
+        exchange.traceparent = value
+
+
+def current_traceparent() -> str | None:
+    """The ``traceparent`` the request being served continues, if any."""
+    exchange = CURRENT.get()
+    return exchange.traceparent if exchange is not None else None

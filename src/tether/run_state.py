@@ -112,6 +112,8 @@ class RunSnapshot(TypedDict):
     tags: NotRequired[list[str]]
     metadata: NotRequired[dict[str, Any]]
     callbackUrl: NotRequired[str]
+    #: the run's trace (``run.started``): its spans and its hand-offs' requests continue it
+    traceparent: NotRequired[str]
     currentNodeId: NotRequired[str | None]
     interrupt: NotRequired[InterruptRecord | None]
     #: carried from ``node.suspended`` to the ``interrupt.requested`` that follows it

@@ -57,7 +57,7 @@ from tether.a2a.streams import SSE_HEADERS, Framing, error_stream, jsonrpc_frami
 from tether.a2a.surface import A2ASurface
 from tether.a2a.versions import Version, VersionNotSupported, negotiate
 from tether.errors import Forbidden, TetherError
-from tether.exchange import note_operation, note_principal
+from tether.exchange import note_operation, note_principal, note_traceparent
 from tether.http.errors import envelope
 from tether.http.middleware import http_date, too_large_body, well_formed_traceparent
 from tether.ids import new_id
@@ -147,6 +147,8 @@ class _Head:
                 head.last_event_id = value.decode("latin-1")
             elif name == b"traceparent":
                 head.trace = well_formed_traceparent(value)
+                if head.trace is not None:
+                    note_traceparent(head.trace.decode())
             elif name == b"content-length" and value.isdigit():
                 head.length = int(value)
         return head

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tether import clock
+from tether import clock, tracing
 from tether.engine import events
 from tether.engine.batch import Batch, duration_ms, ms
 from tether.engine.cluster import Cluster, LeaseSettings
@@ -31,6 +31,7 @@ from tether.engine.scheduler import Execute, Fail, Finish, Skip, Wait, node_outp
 from tether.engine.state import initial_snapshot
 from tether.engine.workflow import WorkflowDefinition, validate_inputs
 from tether.errors import Conflict, InvalidInput, NotFound, SequenceConflict, Unprocessable
+from tether.exchange import current_traceparent
 from tether.ids import new_id
 from tether.run_state import ErrorObject, RunSnapshot
 from tether.store.base import Commit, Extra, IdempotencyClaimed, IdempotencyRecord, LeaseLost, RunRow, Store
@@ -266,6 +267,7 @@ class Engine:
             tags=list(tags or []),
             metadata=dict(metadata or {}),
             callback_url=callback_url,
+            traceparent=current_traceparent() or (tracing.new_traceparent() if tracing.tracer() else None),
         )
         batch.add(started, at=now)
         if advance:

@@ -89,6 +89,8 @@ class RunStartedPayload(TypedDict):
     tags: list[str]
     metadata: dict[str, Any]
     callbackUrl: NotRequired[str]
+    #: the W3C trace context the run continues (the creating request's), kept for every later span
+    traceparent: NotRequired[str]
 
 
 class NodeStartedPayload(TypedDict):
@@ -285,6 +287,7 @@ def run_started(
     tags: list[str],
     metadata: dict[str, Any],
     callback_url: str | None = None,
+    traceparent: str | None = None,
 ) -> NewEvent:
     payload: RunStartedPayload = {
         "workflowId": workflow_id,
@@ -297,6 +300,8 @@ def run_started(
     }
     if callback_url is not None:
         payload["callbackUrl"] = callback_url
+    if traceparent is not None:
+        payload["traceparent"] = traceparent
     return NewEvent("run.started", payload, None)
 
 

@@ -41,7 +41,15 @@ from tether.run_state import ErrorObject, RunSnapshot
 from tether.store.base import RunRow, Store
 from tether.types import TERMINAL
 
-__all__ = ["HANDOFF_TYPES", "HandoffSettings", "Handoffs", "handoff_id", "invocation_message_id", "trace_id"]
+__all__ = [
+    "HANDOFF_TYPES",
+    "HandoffSettings",
+    "Handoffs",
+    "handoff_id",
+    "invocation_message_id",
+    "run_trace",
+    "trace_id",
+]
 
 log = logging.getLogger("tether.engine.handoff")
 
@@ -81,14 +89,20 @@ def invocation_message_id(run_id: str, node_id: str) -> str:
 
 
 def trace_id(run_id: str, node_id: str) -> str:
-    """The W3C trace id of a hand-off's outbound requests: one trace per hand-off, the same after any restart.
-
-    A run keeps no trace of its own (an inbound ``traceparent`` is echoed, not stored), so
-    each hand-off starts one, derived like its ``messageId``: every request its follower
-    makes (send, reads, replies, push config, cancel), on any host, continues it.
-    """
+    """The W3C trace id of a hand-off of a run that keeps no trace (created before runs kept one):
+    derived like its ``messageId``, the same on any host and after any restart."""
     digest = hashlib.sha256(f"tether:trace:v1\0{run_id}\0{node_id}".encode()).hexdigest()[:32]
     return digest if digest.strip("0") else "1" * 32  # all zeros is an invalid trace id
+
+
+def run_trace(row: RunRow, node_id: str) -> str:
+    """The ``traceparent`` a hand-off's requests continue: the run's own trace, so that the peer's
+    work joins it (two Tether hosts show as one trace)."""
+    kept = row.state.get("traceparent")
+    if kept is not None:
+        return kept
+    derived = trace_id(row.run_id, node_id)
+    return f"00-{derived}-{derived[:16]}-00"
 
 
 def handoff_record(state: RunSnapshot, node_id: str) -> dict[str, Any]:
@@ -304,7 +318,7 @@ class Handoffs:
         if "taskId" not in record:
             metadata = {"openwop": {"runId": row.run_id, "nodeId": node_id}}
             message_id = invocation_message_id(row.run_id, node_id)
-            call = replace(outcome.call, trace_id=trace_id(row.run_id, node_id))
+            call = replace(outcome.call, trace=run_trace(row, node_id))
             ref, task = await port.send(call, message_id=message_id, metadata=metadata)
             self._last_read[hid] = clock.now_iso()
             if self._settings.after_send is not None:
@@ -317,7 +331,7 @@ class Handoffs:
             await self._transition(row.run_id, accept)
             await self._subscribe(port, ref, hid)
             return await self._apply(row.run_id, node_id, task, ref)
-        ref = PeerRef.from_record(record, trace_id(row.run_id, node_id))
+        ref = PeerRef.from_record(record, run_trace(row, node_id))
         pending = record.get("pendingReply")
         if pending is not None:
             index = int(pending["index"])
@@ -426,7 +440,7 @@ class Handoffs:
             return
         if row.status not in ("cancelled", "cancelling"):
             return
-        ref = PeerRef.from_record(record, trace_id(row.run_id, node_id))
+        ref = PeerRef.from_record(record, run_trace(row, node_id))
         pause = self._settings.poll_min
         for _ in range(5):
             try:

@@ -38,8 +38,8 @@ class PeerCall:
     version: str = "auto"
     text: str | None = None
     data: dict[str, Any] | None = None
-    #: the W3C trace (32 lowercase hex) the hand-off's requests belong to; None sends no ``traceparent``
-    trace_id: str | None = None
+    #: the ``traceparent`` the hand-off's requests continue (the run's trace); None sends none
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +47,8 @@ class PeerRef:
     """Where a handed-off task lives: recorded in the run's log as soon as the peer answers.
 
     ``rpc_url`` and ``version`` are what the peer's card said when the task was sent, so a
-    restart follows the task where it is without reading the card again. ``trace_id`` is not
-    recorded: the follower derives it again (``PeerCall.trace_id``).
+    restart follows the task where it is without reading the card again. ``trace`` is not
+    recorded: the follower takes it from the run again (``PeerCall.trace``).
     """
 
     agent: str
@@ -57,7 +57,7 @@ class PeerRef:
     task_id: str
     context_id: str | None = None
     credential: str | None = None
-    trace_id: str | None = None
+    trace: str | None = None
 
     def as_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
@@ -73,7 +73,7 @@ class PeerRef:
         return record
 
     @classmethod
-    def from_record(cls, record: dict[str, Any], trace_id: str | None = None) -> PeerRef:
+    def from_record(cls, record: dict[str, Any], trace: str | None = None) -> PeerRef:
         return cls(
             agent=str(record["agent"]),
             rpc_url=str(record["rpcUrl"]),
@@ -81,7 +81,7 @@ class PeerRef:
             task_id=str(record["taskId"]),
             context_id=record.get("contextId"),
             credential=record.get("credential"),
-            trace_id=trace_id,
+            trace=trace,
         )
 
 

@@ -80,6 +80,8 @@ def apply(state: Snapshot, event: dict[str, Any]) -> Snapshot:
         state["metadata"] = dict(payload.get("metadata", {}))
         if "callbackUrl" in payload:
             state["callbackUrl"] = payload["callbackUrl"]
+        if "traceparent" in payload:
+            state["traceparent"] = payload["traceparent"]
     elif kind == "node.started":
         started: NodeState = {
             "status": "running",

@@ -9,6 +9,8 @@ from email.utils import formatdate
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tether.exchange import note_traceparent
+
 _TRACEPARENT = re.compile(rb"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
 
@@ -122,6 +124,7 @@ class TraceparentEcho:
         if trace is None:
             await self.app(scope, receive, send)
             return
+        note_traceparent(trace.decode())
 
         async def echo(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -22,7 +22,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tether import clock
+from tether import clock, tracing
 from tether.engine.handoff import in_flight
 from tether.ops.logs import InfoLines
 from tether.store.base import Commit, Store
@@ -116,7 +116,10 @@ class Metrics:
         async def timed(c: Commit) -> int:
             started = time.perf_counter()
             try:
-                return await commit(c)
+                if tracing.tracer() is None:
+                    return await commit(c)
+                with tracing.span("store.commit", c.run.state.get("traceparent"), {"tether.run_id": c.run.run_id}):
+                    return await commit(c)
             finally:
                 observe(time.perf_counter() - started)
 
@@ -213,10 +216,14 @@ class RunWatch:
         self.metrics = metrics
         self.lines = lines
         self._last: dict[str, tuple[str, float]] = {}
+        #: traces on: when each node in flight here started (ns), by run, for its span
+        self._nodes: dict[str, dict[str, int]] = {}
 
     def committed(self, commit: Commit, enqueued: Any = None) -> None:
         run = commit.run
         now = time.monotonic()
+        if tracing.tracer() is not None:
+            self._trace(commit)
         before = self._last.get(run.run_id)
         if self.metrics is not None:
             self.metrics.events.inc(len(commit.events))
@@ -245,6 +252,37 @@ class RunWatch:
                 self.lines.emit(log.name, "run", fields)
             else:
                 log.info("run", extra={"fields": fields})
+
+    def _trace(self, commit: Commit) -> None:
+        """A span per node run here (from its start to its end) and per run status change, in the run's trace."""
+        run = commit.run
+        parent = run.state.get("traceparent")
+        nodes = self._nodes.setdefault(run.run_id, {})
+        for row in commit.events:
+            doc = row.doc
+            node = (doc.get("payload") or {}).get("nodeId")
+            if node is None:
+                continue
+            if doc["type"] == "node.started":
+                nodes[node] = time.time_ns()
+            elif doc["type"] in _NODE_ENDS:
+                tracing.instant(
+                    f"node {node}",
+                    parent,
+                    {"tether.run_id": run.run_id, "tether.node.outcome": doc["type"]},
+                    nodes.pop(node, None),
+                )
+        before = self._last.get(run.run_id)
+        if before is None or before[0] != run.status:
+            tracing.instant(
+                f"run {run.status}", parent, {"tether.run_id": run.run_id, "tether.workflow": run.workflow_id}
+            )
+        if run.status in TERMINAL:
+            self._nodes.pop(run.run_id, None)
+
+
+#: the events that end a node's span
+_NODE_ENDS = frozenset({"node.completed", "node.failed", "node.skipped", "node.cancelled", "node.suspended"})
 
 
 class MetricsEndpoint:

@@ -9,12 +9,14 @@ additions (``Requests``) and, when enabled, a line filled into its cached shape.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tether import tracing
 from tether.exchange import CURRENT, Exchange
 
 if TYPE_CHECKING:
@@ -28,6 +30,8 @@ log = logging.getLogger("tether.request")
 _A2A = "/v1/a2a"
 _A2A_REST = "/v1/a2a/rest/"
 _STREAM = b"text/event-stream"
+#: the request span when traces are off: none
+_UNTRACED = contextlib.nullcontext()
 
 
 def route_of(scope: Scope) -> tuple[str, str]:
@@ -73,11 +77,19 @@ class Observed:
                             self.metrics.stream_opened(route_of(scope)[0])
             await send(message)
 
-        try:
-            await self.app(scope, receive, sending)
-        finally:
-            CURRENT.reset(token)
-            self._record(scope, exchange, answered[0] if answered else 500, stream, time.perf_counter() - started)
+        traced = tracing.request_span(scope["headers"]) if tracing.tracer() is not None else _UNTRACED
+        with traced as span:
+            if span is not None:
+                exchange.traceparent = tracing.span_traceparent(span)  # what a run it starts continues
+            try:
+                await self.app(scope, receive, sending)
+            finally:
+                CURRENT.reset(token)
+                status = answered[0] if answered else 500
+                self._record(scope, exchange, status, stream, time.perf_counter() - started)
+                if span is not None:
+                    span.update_name(exchange.operation or f"{scope['method']} {route_of(scope)[1]}")
+                    span.set_attribute("http.response.status_code", status)
 
     def _record(self, scope: Scope, exchange: Exchange, status: int, stream: bool, elapsed: float) -> None:
         """``status`` is what the caller saw (500 if the app ended without answering)."""

@@ -12,7 +12,6 @@ another try (``PeerUnavailable``).
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -20,6 +19,7 @@ from typing import Any, Final
 import httpx
 import orjson
 
+from tether import tracing
 from tether.a2a.peer import _wire
 from tether.a2a.peer.tokens import push_path, push_token
 from tether.egress.guard import EgressRefused
@@ -85,11 +85,6 @@ def _translated(url: str) -> Iterator[None]:
         raise PeerUnavailable("external_call_failed", f"{url}: {type(exc).__name__}: {exc}") from exc
 
 
-def traceparent(trace_id: str) -> str:
-    """A W3C ``traceparent`` continuing ``trace_id``: each request is a new span (a fresh parent id), unsampled."""
-    return f"00-{trace_id}-{secrets.token_hex(8)}-00"
-
-
 class PeerClient:
     """Hand-offs' A2A client; one per host, built at the root around the egress client."""
 
@@ -116,7 +111,7 @@ class PeerClient:
         if call.skill:
             meta["skillId"] = call.skill
         doc = _wire.message(message_id, text=call.text, data=call.data, metadata=meta)
-        ref = PeerRef(call.agent, peer.endpoints[version], version, "", None, call.credential, call.trace_id)
+        ref = PeerRef(call.agent, peer.endpoints[version], version, "", None, call.credential, call.trace)
         result = await self._call(ref, "send", self._send_params(doc, version))
         try:
             task = _wire.task_of(result, version)
@@ -245,8 +240,8 @@ class PeerClient:
     async def _headers(self, ref: PeerRef, accept: str = "application/json") -> dict[str, str]:
         """A JSON-RPC request's headers: its version, its trace, and the hand-off's credential (if any)."""
         headers = {"A2A-Version": ref.version, "Content-Type": "application/json", "Accept": accept}
-        if ref.trace_id is not None:
-            headers["traceparent"] = traceparent(ref.trace_id)
+        if ref.trace is not None:  # each request a span of its own in the run's trace
+            headers["traceparent"] = tracing.outbound(ref.trace, f"A2A {ref.version} {ref.rpc_url}")
         await self._authorize(headers, ref.rpc_url, ref.credential)
         return headers
 

@@ -1,0 +1,174 @@
+"""OpenTelemetry traces, received by an OTLP/HTTP collector on loopback and decoded with
+``opentelemetry-proto`` (the collector protocol's own messages).
+
+Real ``tether serve`` processes, configured only by the standard ``OTEL_*`` variables: an
+inbound ``traceparent`` is continued; a run's spans stay in its trace after a SIGKILL and a
+restart; and a hand-off from one Tether host to another shows as one trace.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from harness import HostProcess, wait_until
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE}-{CALLER_SPAN}-01"
+
+
+@dataclass(frozen=True)
+class Span:
+    service: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent_id: str
+    run_id: str  # the tether.run_id attribute, if any
+
+
+class Collector:
+    """Takes ``POST /v1/traces`` (OTLP protobuf) and keeps every span."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span] = []
+        self._lock = threading.Lock()
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                collector.keep(request)
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def keep(self, request: ExportTraceServiceRequest) -> None:
+        for resource_spans in request.resource_spans:
+            service = next(
+                (a.value.string_value for a in resource_spans.resource.attributes if a.key == "service.name"), ""
+            )
+            for scope_spans in resource_spans.scope_spans:
+                with self._lock:
+                    self.spans.extend(
+                        Span(
+                            service,
+                            s.name,
+                            s.trace_id.hex(),
+                            s.span_id.hex(),
+                            s.parent_span_id.hex(),
+                            next((a.value.string_value for a in s.attributes if a.key == "tether.run_id"), ""),
+                        )
+                        for s in scope_spans.spans
+                    )
+
+    def named(self, name: str) -> list[Span]:
+        with self._lock:
+            return [s for s in self.spans if s.name == name]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def collector(monkeypatch: pytest.MonkeyPatch) -> Iterator[Collector]:
+    received = Collector()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", received.endpoint)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")  # ms: spans leave in batches, soon
+    yield received
+    received.close()
+
+
+def test_an_inbound_trace_is_continued_and_a_run_keeps_its_trace_across_a_sigkill(
+    tmp_path: Path, collector: Collector
+) -> None:
+    host = HostProcess(tmp_path / "data").start()
+    try:
+        http = host.http(host.dev_key)
+        created = http.post(
+            "/v1/runs",
+            json={"workflowId": "approval-gated", "inputs": {"prompt": "x"}},
+            headers={"traceparent": TRACEPARENT},
+        )
+        run_id = created.json()["runId"]
+        [request] = wait_until(lambda: collector.named("POST /v1/runs"), what="the request's span")
+        assert (request.trace_id, request.parent_id, request.service) == (TRACE, CALLER_SPAN, "tether")
+        waiting = wait_until(lambda: collector.named("run waiting-approval"), what="the run's spans")
+        assert {s.trace_id for s in waiting} == {TRACE}
+        assert {s.trace_id for s in collector.named("store.commit")} >= {TRACE}
+
+        host.kill()  # SIGKILL: the run is resumed by the next start, in the same trace
+        host.start()
+        http = host.http(host.dev_key)
+        node = http.get(f"/v1/runs/{run_id}").json()["interrupt"]["nodeId"]
+        approved = http.post(f"/v1/runs/{run_id}/interrupts/{node}", json={"resumeValue": {"action": "accept"}})
+        assert approved.status_code == 200
+        completed = wait_until(lambda: collector.named("run completed"), what="the resumed run's spans")
+        assert {s.trace_id for s in completed} == {TRACE}
+        assert any(s.name.startswith("node ") and s.trace_id == TRACE for s in collector.spans)
+        answer = [s for s in collector.named("POST /v1/runs/{run_id}/interrupts/{node_id}")]
+        assert answer and answer[0].trace_id != TRACE  # the approving request is a trace of its own
+    finally:
+        host.kill()
+        host.close_clients()
+
+
+def test_a_handoff_between_two_tether_hosts_is_one_trace(tmp_path: Path, collector: Collector) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "a2a"))
+    from handoff_hosts import Pair, outputs_of, start, until_status
+    from workflow_docs import node, workflow_doc
+
+    def workflows(b_url: str) -> list[dict[str, object]]:
+        prompt = {"prompt": {"type": "variable", "variableName": "prompt"}}
+        peer = node("peer", "vendor.tether.a2a-handoff", config={"agent": b_url, "skill": "echo"}, inputs=prompt)
+        return [workflow_doc("hand-echo", [peer], [], [{"name": "prompt", "type": "string", "required": False}])]
+
+    pair = Pair(tmp_path, workflows)
+    try:
+        with pair.a_http() as a:
+            run_id = start(a, "hand-echo", {"prompt": "hello"})
+            done = until_status(a, run_id, "completed", "failed")
+            assert done["status"] == "completed", done
+            task_id = outputs_of(done)["taskId"]
+
+        def finished(run: str) -> list[Span]:
+            return [s for s in collector.named("run completed") if s.run_id == run]
+
+        [on_a] = wait_until(lambda: finished(run_id), what="A's run span")
+        [on_b] = wait_until(lambda: finished(task_id), what="B's run span")
+        assert on_a.trace_id == on_b.trace_id  # one trace: A's run, its request to B, B's run
+        outbound = [s for s in collector.spans if s.name.startswith("A2A ") and s.trace_id == on_a.trace_id]
+        assert outbound, "A's requests to B are spans of the run's trace"
+        b_requests = [
+            s for s in collector.spans if s.trace_id == on_a.trace_id and s.parent_id in {o.span_id for o in outbound}
+        ]
+        assert b_requests, "B's request spans are children of A's outbound spans"
+    finally:
+        pair.close()
