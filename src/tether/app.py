@@ -245,7 +245,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
                 handoffs=HandoffSettings(poll_max=settings.handoff_poll_max_seconds, after_send=_pause_seam(settings)),
                 handlers=node_types(settings),
             )
-            app.state.handoff_pushes = PushReceiver(key, engine.handoffs.hint)
+            app.state.handoff_pushes = PushReceiver(key, engine.handoff_pushed)
             verifier = KeyVerifier(store, settings.key_cache_seconds)
             a2a = a2a_capabilities(settings)
             app.state.verifier = verifier

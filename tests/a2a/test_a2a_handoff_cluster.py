@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,69 @@ def test_only_the_lease_holder_follows_and_a_survivor_takes_the_handoff_over(
             b_runs: list[Doc] = on_b.get("/v1/runs").json()["runs"]
             assert [r["runId"] for r in b_runs] == [task_id], "one remote task"
         wait_until(lambda: lease(run_id) is None, what="the survivor to let the finished run's lease go")
+
+
+def test_a_push_that_lands_on_the_host_not_following_wakes_the_one_that_is(
+    start_process: Hosts[HostProcess],
+    shared_database: str,
+    peer: tuple[HostProcess, Path, tuple[str, ...]],
+    tmp_path: Path,
+) -> None:
+    """Both hosts publish the second one's URL (as a load balancer would send every push
+    there). The second starts once the first holds the run and follows its hand-off, polling
+    B less and less often. B's push lands on the second host, which passes the wake-up on:
+    the first completes the run sooner than its next poll."""
+    b, ca_file, tls = peer
+    flows = tmp_path / "a-workflows"
+    flows.mkdir()
+    prompt = {"prompt": {"type": "variable", "variableName": "prompt"}}
+    hand = workflow_doc(
+        "hand-approval",
+        [node("peer", "vendor.tether.a2a-handoff", config={"agent": b.url, "skill": "approval-gated"}, inputs=prompt)],
+        [],
+        [{"name": "prompt", "type": "string", "required": False}],
+    )
+    (flows / "hand-approval.json").write_text(json.dumps(hand))
+    front = free_port()
+    args = (
+        *tls,
+        *SECURE,
+        "--workflows",
+        str(flows),
+        "--secret-key-file",
+        str(tmp_path / "shared-host.key"),
+        "--handoff-poll-max-seconds",
+        "60",
+        "--public-url",
+        f"https://127.0.0.1:{front}",
+    )
+    own = free_port()
+    a1 = start_process(*args, "--port", str(own), name="a1", database_url=shared_database)
+    a1.url = f"https://127.0.0.1:{own}"  # where it listens; the URL it prints is the front's
+    assert a1.dev_key and b.dev_key
+    with _client(a1, a1.dev_key, ca_file) as on_a1, _client(b, b.dev_key, ca_file) as on_b:
+        created = on_a1.post("/v1/runs", json={"workflowId": "hand-approval", "inputs": {"prompt": "ship it"}})
+        run_id = created.json()["runId"]
+        task_id = until_status(on_a1, run_id, "waiting-approval")["nodeStates"]["peer"]["handoff"]["taskId"]
+        assert run(on_a1, run_id)["nodeStates"]["peer"]["handoff"].get("lastReadAt"), "the first host follows"
+        a2 = start_process(*args, "--port", str(front), name="a2", database_url=shared_database)
+        pushed_to = wait_until(
+            lambda: on_b.get(f"/v1/a2a/tasks/{task_id}").json().get("pushConfig"), what="A's push config"
+        )
+        assert pushed_to["url"].startswith(f"https://127.0.0.1:{front}/v1/a2a/handoffs/") and a2.url.endswith(
+            f":{front}"
+        )
+        # the first host's poll backs off (doubling); approve just after a read that came 8 s after
+        # the one before it, so the next read is 16 s away: finishing sooner is the push's doing
+        reads: list[tuple[str, float]] = []
+
+        def just_read_after_a_long_pause() -> bool:
+            last = run(on_a1, run_id)["nodeStates"]["peer"]["handoff"]["lastReadAt"]
+            if not reads or reads[-1][0] != last:
+                reads.append((last, time.monotonic()))
+            return len(reads) >= 2 and reads[-1][1] - reads[-2][1] >= 7.5 and time.monotonic() - reads[-1][1] < 1.0
+
+        wait_until(just_read_after_a_long_pause, timeout=60, interval=0.1, what="the poll to back off to 8 s")
+        approve(on_b, task_id, "gate")
+        done = until_status(on_a1, run_id, "completed", "failed", timeout=8)
+        assert done["status"] == "completed", done

@@ -475,8 +475,17 @@ class Engine:
             return
         self.kick(run_id)
 
+    async def handoff_pushed(self, hid: str) -> None:
+        """A peer pushed about hand-off ``hid`` here: wake its follower, on this host or, when
+        another host of the shared store follows it, there (a hint: its poll is the backstop)."""
+        if not self.handoffs.hint(hid) and self.cluster is not None:
+            await self.store.announce(hid)
+
     def _hint(self, run_id: str) -> None:
-        """Another host committed to ``run_id``: wake local observers, and a delay if it was cancelled."""
+        """Another host committed to ``run_id`` (or passed on a push for a hand-off followed here):
+        wake local observers, and a delay if it was cancelled."""
+        if self.handoffs.hint(run_id):  # a hand-off id, not a run id: a push that landed on another host
+            return
         self.notifier.publish(run_id)
         self.handoffs.committed(run_id)  # a cancel or an answer made on another host: its follower here acts now
         if run_id in self._sleeps:

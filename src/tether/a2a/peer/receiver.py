@@ -2,13 +2,15 @@
 
 A push is only a hint. Its token must be the hand-off's own (else 401 and nothing
 happens); then the hand-off's follower reads the peer task itself and acts on what it
-reads. The body is never read into run state, so a forged or replayed push can at most
-cost one read of the peer.
+reads. With several hosts on one database the push may land on one that does not follow
+the hand-off: that host passes the wake-up on to the others (a store hint). The body is
+never read into run state, so a forged or replayed push can at most cost one read of the
+peer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
@@ -27,7 +29,8 @@ class PushReceiver:
     """What the route needs: the host key the tokens derive from, and how to wake a hand-off."""
 
     host_key: bytes
-    hint: Callable[[str], bool]
+    #: wakes the follower of a hand-off, wherever it runs
+    wake: Callable[[str], Awaitable[None]]
 
 
 def _presented(request: Request) -> str | None:
@@ -45,5 +48,5 @@ async def handoff_push(handoff_id: str, request: Request) -> Response:
     receiver: PushReceiver | None = getattr(request.app.state, "handoff_pushes", None)
     if receiver is None or not token_matches(receiver.host_key, handoff_id, _presented(request)):
         raise Unauthenticated("this push does not carry the hand-off's token", code="push_token_invalid")
-    receiver.hint(handoff_id)
+    await receiver.wake(handoff_id)
     return Response(status_code=204)
