@@ -20,7 +20,7 @@ HANDOFFS = 20
 #: the poll backstop's longest pause here: every follower has backed off past the window
 POLL_MAX_SECONDS = 4.0
 WINDOW_SECONDS = 5.0
-MAX_CPU_SECONDS = 0.05  # 1 % of one core over the window
+MAX_CPU_SECONDS = 0.05  # 1 % of one core over the window (the polls here, 8× the default rate, take ~1 %)
 
 pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"), pytest.mark.process]
 
@@ -47,8 +47,9 @@ def test_waiting_handoffs_hold_nothing_open_and_cost_no_cpu(tmp_path: Path) -> N
             f"CPU over {WINDOW_SECONDS:.0f} s with {HANDOFFS} hand-offs waiting: A {used[pair.a.pid]:.3f} s, "
             f"B {used[pair.b.pid]:.3f} s"
         )
-        # A reads each peer task about once per POLL_MAX_SECONDS (the backstop), B answers: bounded, tiny
-        assert used[pair.a.pid] <= MAX_CPU_SECONDS * 2, used
-        assert used[pair.b.pid] <= MAX_CPU_SECONDS * 2, used
+        # A reads each peer task once per POLL_MAX_SECONDS (the backstop; ~2.5 ms of A's CPU each, 5 a
+        # second here), B answers: measured 0.060 s and 0.020 s; a follower that spun would use the window
+        assert used[pair.a.pid] <= 2 * MAX_CPU_SECONDS, used
+        assert used[pair.b.pid] <= 2 * MAX_CPU_SECONDS, used
     finally:
         pair.close()
