@@ -278,6 +278,9 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
             if dev_key is not None:
                 print(f"tether: first start, created API key 'dev' (shown once):\n{dev_key}", flush=True)
             readiness.started(readiness_checks(store, engine, key))
+            if settings.metrics_port is not None:
+                scheme = "https" if settings.tls_certfile else "http"
+                print(f"tether: metrics at {scheme}://{settings.host}:{settings.metrics_port}/metrics", flush=True)
             print(f"tether: resumed {resumed} unfinished run(s); serving on {settings.base_url}", flush=True)
             serving = True
             yield
@@ -354,6 +357,8 @@ class Server(uvicorn.Server):
         #: seconds between turning /readyz 503 and shutting down (--drain-seconds)
         self.drain_seconds = 0.0
         self.long_lived = long_lived
+        #: every socket it serves: the host's, and --metrics-port's if any
+        self.listening: list[socket.socket] = []
         #: set once the server serves, for a caller in another thread
         self.serving = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -422,15 +427,17 @@ def make_server(
     one line), the probes (``/healthz``, ``/readyz``), ``/metrics``, then the request log
     and metrics around everything else, so probes and scrapes are neither logged nor counted.
     """
-    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((settings.host, settings.port))
-    sock.listen(2048)
+    sock = _listen(settings.host, settings.port)
     settings = replace(settings, port=sock.getsockname()[1])
+    metrics_sock = None
+    if settings.metrics_port is not None:
+        metrics_sock = _listen(settings.host, settings.metrics_port)
+        settings = replace(settings, metrics_port=metrics_sock.getsockname()[1])
     endpoint = build_app(settings, lines)
     state = endpoint.app.state
-    observed = MetricsEndpoint(Observed(endpoint, state.metrics, lines), state.metrics, lambda: state.store)
+    observed = MetricsEndpoint(
+        Observed(endpoint, state.metrics, lines), state.metrics, lambda: state.store, port=settings.metrics_port
+    )
     probed = HealthEndpoints(observed, state.readiness)
     guard = LifespanGuard(probed, debug=settings.log_level == "debug")
     config = uvicorn.Config(
@@ -448,7 +455,17 @@ def make_server(
     )
     server = Server(config, endpoint, guard, long_lived=long_lived)
     server.drain_seconds = settings.drain_seconds
+    server.listening = [sock, *([metrics_sock] if metrics_sock is not None else [])]
     return server, sock, settings
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket (port 0 picks one); bound before start-up, so connections wait in the backlog."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    return sock
 
 
 def serve(settings: Settings) -> None:
@@ -466,7 +483,7 @@ def serve(settings: Settings) -> None:
     except OSError as exc:
         _refuse(explain(exc, host=settings.host, port=settings.port), exc, settings)
     try:
-        server.run(sockets=[sock])
+        server.run(sockets=server.listening)
     except SystemExit:
         failure = server.guard.failure
         if failure is None:

@@ -183,3 +183,29 @@ def test_delivery_attempts_by_outcome_and_the_oldest_due_delivery(tmp_path: Path
         assert value(after, "tether_outbox_deliveries", status="dead") == 1
         assert value(after, "tether_outbox_oldest_due_age_seconds") == 0  # nothing left due
         assert len(receiver.requests) == 4
+
+
+def test_metrics_on_their_own_port_and_only_there(tmp_path: Path) -> None:
+    """``--metrics-port``: the scrape port serves /metrics alone; the API's port has no /metrics."""
+    import socket
+
+    from harness import HostProcess
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    host = HostProcess(tmp_path / "data", "--metrics-port", str(port)).start()
+    try:
+        http = host.http(host.dev_key)
+        send(http, "counted")
+        assert http.get("/metrics").status_code == 404  # not beside the API
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as scraper:
+            scraped = scraper.get("/metrics")
+            assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain; version=")
+            samples = {s.name: s for f in text_string_to_metric_families(scraped.text) for s in f.samples}
+            assert "tether_requests_total" in samples
+            assert scraper.get("/v1/runs", headers={"Authorization": f"Bearer {host.dev_key}"}).status_code == 404
+    finally:
+        host.kill()
+        host.close_clients()

@@ -310,6 +310,11 @@ def main() -> None:
     "core.a2a.invoke) call; only then is the fixture conformance-a2a-task-roundtrip runnable and advertised.",
 )
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    help="Serve /metrics on this port (same address, same TLS) and not on the API's port; 0 picks a free one.",
+)
+@click.option(
     "--drain-seconds",
     default=0.0,
     show_default=True,

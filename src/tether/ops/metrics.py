@@ -286,16 +286,31 @@ _NODE_ENDS = frozenset({"node.completed", "node.failed", "node.skipped", "node.c
 
 
 class MetricsEndpoint:
-    """Serves ``GET /metrics`` (the Prometheus text format) in front of ``app``; no key, like any exporter."""
+    """Serves ``GET /metrics`` (the Prometheus text format) in front of ``app``; no key, like any exporter.
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, store: Callable[[], Store | None]) -> None:
+    With ``port`` (``--metrics-port``), metrics are served on that port alone, and that port
+    serves nothing else: the API's port answers ``/metrics`` with 404, so metrics stay off the
+    public listener without a proxy rule.
+    """
+
+    def __init__(
+        self, app: ASGIApp, metrics: Metrics, store: Callable[[], Store | None], *, port: int | None = None
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self._store = store
+        self.port = port
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != "/metrics":
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        on_metrics_port = self.port is not None and (scope.get("server") or ("", None))[1] == self.port
+        if on_metrics_port and scope["path"] != "/metrics":
+            await _send(send, 404, b"only /metrics is served on this port\n", [(b"content-type", b"text/plain")])
+            return
+        if scope["path"] != "/metrics" or (self.port is not None and not on_metrics_port):
+            await self.app(scope, receive, send)  # with --metrics-port, the API's port has no /metrics
             return
         if scope["method"] not in ("GET", "HEAD"):
             await _send(send, 405, b"", [(b"allow", b"GET, HEAD")])
