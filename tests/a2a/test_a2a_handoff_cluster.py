@@ -70,6 +70,21 @@ def peer(tmp_path: Path) -> Iterator[tuple[HostProcess, Path, tuple[str, ...]]]:
         b.close_clients()
 
 
+def _hand_approval(folder: Path, b: HostProcess) -> Path:
+    """The A hosts' workflows: ``hand-approval`` hands B an approval-gated task."""
+    flows = folder / "a-workflows"
+    flows.mkdir()
+    prompt = {"prompt": {"type": "variable", "variableName": "prompt"}}
+    hand = workflow_doc(
+        "hand-approval",
+        [node("peer", "vendor.tether.a2a-handoff", config={"agent": b.url, "skill": "approval-gated"}, inputs=prompt)],
+        [],
+        [{"name": "prompt", "type": "string", "required": False}],
+    )
+    (flows / "hand-approval.json").write_text(json.dumps(hand))
+    return flows
+
+
 def _client(host: HostProcess, key: str, ca_file: Path) -> httpx.Client:
     return httpx.Client(
         base_url=host.url,
@@ -86,16 +101,7 @@ def test_only_the_lease_holder_follows_and_a_survivor_takes_the_handoff_over(
     tmp_path: Path,
 ) -> None:
     b, ca_file, tls = peer
-    flows = tmp_path / "a-workflows"
-    flows.mkdir()
-    prompt = {"prompt": {"type": "variable", "variableName": "prompt"}}
-    hand = workflow_doc(
-        "hand-approval",
-        [node("peer", "vendor.tether.a2a-handoff", config={"agent": b.url, "skill": "approval-gated"}, inputs=prompt)],
-        [],
-        [{"name": "prompt", "type": "string", "required": False}],
-    )
-    (flows / "hand-approval.json").write_text(json.dumps(hand))
+    flows = _hand_approval(tmp_path, b)
     args = (
         *tls,
         *SECURE,
@@ -176,16 +182,7 @@ def test_a_push_that_lands_on_the_host_not_following_wakes_the_one_that_is(
     B less and less often. B's push lands on the second host, which passes the wake-up on:
     the first completes the run sooner than its next poll."""
     b, ca_file, tls = peer
-    flows = tmp_path / "a-workflows"
-    flows.mkdir()
-    prompt = {"prompt": {"type": "variable", "variableName": "prompt"}}
-    hand = workflow_doc(
-        "hand-approval",
-        [node("peer", "vendor.tether.a2a-handoff", config={"agent": b.url, "skill": "approval-gated"}, inputs=prompt)],
-        [],
-        [{"name": "prompt", "type": "string", "required": False}],
-    )
-    (flows / "hand-approval.json").write_text(json.dumps(hand))
+    flows = _hand_approval(tmp_path, b)
     front = free_port()
     args = (
         *tls,
