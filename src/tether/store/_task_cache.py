@@ -69,6 +69,13 @@ class TaskCache:
         self._entries.pop(task_id, None)
         self.commits += 1
 
+    def forget_final(self, task_id: str) -> None:
+        """Drop a copy of a task that had ended: a hint about it means it was purged (no commit
+        follows a terminal one). Copies of other tasks stay: reads check them against the store."""
+        held = self._entries.get(task_id)
+        if held is not None and held.run.is_terminal:
+            self.forget(task_id)
+
     def clear(self) -> None:
         """Drop every task (after hints may have been missed)."""
         self._entries.clear()

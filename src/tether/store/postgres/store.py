@@ -494,8 +494,8 @@ class PostgresStore:
         The first call starts the listener (at ``open`` when the store is not open yet).
         """
         if not self._listener.wanted:
-            # a hint says a run changed: any copy of its task may be stale (or purged)
-            self._listener.add(self._tasks.cache.forget)
+            # a hint about a task that had ended means another host purged it
+            self._listener.add(self._tasks.cache.forget_final)
             self._listener.on_listening(self._tasks.cache.clear)  # hints missed while not listening
         self._listener.add(callback)
         if self._state == "open":
