@@ -209,3 +209,27 @@ def test_metrics_on_their_own_port_and_only_there(tmp_path: Path) -> None:
     finally:
         host.kill()
         host.close_clients()
+
+
+def test_group_sizes_account_for_every_commit(host: InProcessHost) -> None:
+    """Each durable SQLite transaction reports how many writes it carried: all of them add up to at
+    least every commit made (other writes, key reads' claims, ride along), in fewer transactions."""
+    import threading
+
+    http = host.http(host.dev_key)
+    before = scrape(host)
+    threads = [threading.Thread(target=send, args=(host.http(host.dev_key), f"group-{n}")) for n in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    send(http, "group-last")
+    after = scrape(host)
+
+    def delta(name: str) -> float:
+        return value(after, name) - value(before, name)
+
+    commits = delta("tether_store_commit_duration_seconds_count")
+    assert commits >= 13  # each send commits at least once
+    assert delta("tether_store_group_size_sum") >= commits
+    assert 1 <= delta("tether_store_group_size_count") <= delta("tether_store_group_size_sum")

@@ -84,6 +84,12 @@ class Metrics:
             buckets=_LATENCY,
             registry=r,
         )
+        self.group_size = Histogram(
+            "tether_store_group_size",
+            "Writes made durable together: per SQLite transaction (one fsync), per PostgreSQL grouped statement",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            registry=r,
+        )
         self.interrupt_wait = Histogram(
             "tether_interrupt_wait_seconds",
             "How long a run waited at a gate before it was answered",
@@ -124,6 +130,7 @@ class Metrics:
                 observe(time.perf_counter() - started)
 
         setattr(store, "commit", timed)  # noqa: B010 - an instance attribute shadows the method
+        store.on_group = self.group_size.observe
 
     def delivery_attempt(self, kind: str, outcome: str) -> None:
         self.delivery_attempts.labels(kind, outcome).inc()

@@ -262,6 +262,10 @@ class IdempotencyClaimed(Exception):
 class Store(Protocol):
     """What every storage backend provides. Each call is its own transaction."""
 
+    #: told how many writes each durable transaction (SQLite) or grouped statement of commits
+    #: (PostgreSQL) carried; None tells nobody
+    on_group: Callable[[int], None] | None
+
     #: several hosts share this store: runs are driven under leases, deliveries claimed,
     #: and commits announced to the other hosts
     shared: bool

@@ -110,6 +110,8 @@ class PostgresStore:
         self._listener = Listener(dsn, self.origin)
         self._tasks = TaskReads(self._current_tasks)
         self._group = GroupCommit(self._write_group)
+        #: told how many commits each grouped statement made durable (metrics)
+        self.on_group: Callable[[int], None] | None = None
 
     def __repr__(self) -> str:
         return f"PostgresStore(origin={self.origin!r}, state={self._state})"
@@ -217,7 +219,10 @@ class PostgresStore:
 
     async def _write_group(self, group: list[Rows]) -> list[Outcome]:
         async with self._connection("committing runs") as conn:
-            return await write_group(conn, group)
+            outcomes = await write_group(conn, group)
+        if self.on_group is not None:
+            self.on_group(len(group))
+        return outcomes
 
     async def _commit_in_transaction(self, commit: Commit) -> int:
         """The commit step by step in one transaction: every refusal said precisely, any delivery enqueued."""

@@ -63,11 +63,13 @@ class Writer:
 
     ``on_rollback`` is called whenever a transaction is undone, so that what the store
     keeps from the writer's reads (the tenants' webhooks) forgets what the transaction may
-    have read of its own writes.
+    have read of its own writes; ``on_batch`` is told each batch's size once written.
     """
 
-    def __init__(self, on_rollback: Callable[[], None]) -> None:
+    def __init__(self, on_rollback: Callable[[], None], on_batch: Callable[[int], None] | None = None) -> None:
         self._on_rollback = on_rollback
+        #: told the size of each batch once it is written (one transaction, one fsync)
+        self._on_batch = on_batch
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
@@ -136,6 +138,8 @@ class Writer:
             failure = StoreUnavailable(f"SQLite write failed: {exc}")
             failure.__cause__ = exc
             outcomes = [(None, failure) for _ in batch]
+        if self._on_batch is not None:  # told before anyone waiting learns the outcome
+            self._on_batch(len(batch))
         settled: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
         for job, (result, error) in zip(batch, outcomes):
             settled.setdefault(job.loop, []).append((job.future, result, error))

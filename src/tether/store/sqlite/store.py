@@ -102,10 +102,16 @@ class SqliteStore:
         #: each tenant's webhooks as the writer last read them (writer thread only): a
         #: webhook write forgets its tenant's, a transaction that does not commit all
         self._webhooks: Webhooks = {}
-        self._writer = Writer(on_rollback=self._webhooks.clear)
+        self._writer = Writer(on_rollback=self._webhooks.clear, on_batch=self._batched)
+        #: told how many writes each transaction (one fsync) made durable, from the writer's thread (metrics)
+        self.on_group: Callable[[int], None] | None = None
         self._host_lock: int | None = None
         #: the deliveries this process is sending (one host per file: memory is where claims live)
         self._claims = Claims()
+
+    def _batched(self, writes: int) -> None:
+        if self.on_group is not None:
+            self.on_group(writes)
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r}, state={self._state})"
