@@ -246,6 +246,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
                 handlers=node_types(settings),
             )
             app.state.handoff_pushes = PushReceiver(key, engine.handoff_pushed)
+            engine.on_taken_over = metrics.runs_taken_over.inc
             verifier = KeyVerifier(store, settings.key_cache_seconds)
             a2a = a2a_capabilities(settings)
             app.state.verifier = verifier

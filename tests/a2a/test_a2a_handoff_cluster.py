@@ -25,6 +25,7 @@ import pytest
 from backends import Hosts
 from handoff_hosts import SECURE, Doc, approve, assert_clean, free_port, run, until_status, write_tls
 from harness import HostProcess, wait_until
+from prometheus_client.parser import text_string_to_metric_families
 from workflow_docs import node, workflow_doc
 
 LEASE = "2"
@@ -83,6 +84,16 @@ def _hand_approval(folder: Path, b: HostProcess) -> Path:
     )
     (flows / "hand-approval.json").write_text(json.dumps(hand))
     return flows
+
+
+def _taken_over(http: httpx.Client) -> float:
+    text = http.get("/metrics").text
+    return next(
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "tether_runs_taken_over_total"
+    )
 
 
 def _client(host: HostProcess, key: str, ca_file: Path) -> httpx.Client:
@@ -151,6 +162,8 @@ def test_only_the_lease_holder_follows_and_a_survivor_takes_the_handoff_over(
                 lambda: (now := lease(run_id)) and now[0] != holder_id and now, timeout=30, what="the take-over"
             )
             assert owner[taken[0]] is other and taken[1] > epoch
+            # what an operator graphs: one run taken over, by the survivor
+            assert wait_until(lambda: _taken_over(on_other), what="the take-over counted") == 1
             wait_until(
                 lambda: run(on_other, run_id)["nodeStates"]["peer"]["handoff"].get("lastReadAt"),
                 what="the survivor to read the peer",

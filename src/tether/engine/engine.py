@@ -120,6 +120,10 @@ class Engine:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._retry_after: dict[str, float] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        #: orphans found by the lease scan and kicked, until their driver claims them (or not)
+        self._adopting: set[str] = set()
+        #: told each time this host takes a run over whose lease had lapsed (metrics)
+        self.on_taken_over: Callable[[], None] | None = None
         self._stopping = False
         self._projectors = tuple(projectors)
         self._on_commit = tuple(on_commit)
@@ -334,8 +338,12 @@ class Engine:
         fence = None
         if self.cluster is not None:
             fence = await self.cluster.claim(run_id)
+            adopted = run_id in self._adopting
+            self._adopting.discard(run_id)
             if fence is None:
                 return  # another host drives it
+            if adopted and self.on_taken_over is not None:
+                self.on_taken_over()
         try:
             await self._drive_under(run_id, fence)
         except LeaseLost:
@@ -473,6 +481,7 @@ class Engine:
             if interrupt and row.due_at and row.due_at <= clock.now_iso():
                 await self._expire(run_id, interrupt["interruptId"])
             return
+        self._adopting.add(run_id)
         self.kick(run_id)
 
     async def handoff_pushed(self, hid: str) -> None:

@@ -74,6 +74,11 @@ class Metrics:
             "Unfinished runs waiting on another agent: a hand-off in flight (read at scrape)",
             registry=r,
         )
+        self.runs_taken_over = Counter(
+            "tether_runs_taken_over",
+            "Runs this host took over after their lease lapsed (several hosts: another one died or let go)",
+            registry=r,
+        )
         self.runs_purged = Counter(
             "tether_runs_purged", "Finished runs purged past the task-retention window", registry=r
         )
