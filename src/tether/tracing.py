@@ -37,7 +37,6 @@ __all__ = [
     "shut_down",
     "span",
     "span_traceparent",
-    "trace_id_of",
     "tracer",
 ]
 
@@ -159,9 +158,3 @@ def span_traceparent(current: Span) -> str:
 def new_traceparent(trace_id: str | None = None) -> str:
     """A sampled ``traceparent`` in trace ``trace_id`` (a new trace when None) with a fresh span id."""
     return f"00-{trace_id or secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
-
-
-def trace_id_of(traceparent: str | None) -> str | None:
-    """The 32-hex trace id of a well-formed ``traceparent``, or None."""
-    match = _TRACEPARENT.fullmatch(traceparent or "")
-    return match.group(1) if match else None
