@@ -130,14 +130,14 @@ def _error_message(error: ErrorDetails) -> str:
     return clip(message, 4 * ECHO_LIMIT)
 
 
-def parse_params(model: type[M], params: dict[str, Any]) -> M:
-    """``params`` as ``model``, or InvalidParams naming the bad fields (the first ten of them)."""
+def parse_params(model: type[M], params: Any, at: str = "params") -> M:
+    """``params`` as ``model``, or InvalidParams naming the bad fields (the first ten of them) under ``at``."""
     try:
         return model.model_validate(params)
     except ValidationError as exc:
         found = exc.errors(include_url=False)
         errors = [
-            {"path": clip(".".join(["params", *(str(p) for p in e["loc"])])), "message": _error_message(e)}
+            {"path": clip(".".join([at, *(str(p) for p in e["loc"])])), "message": _error_message(e)}
             for e in found[:_ERRORS_LISTED]
         ]
         first = errors[0]

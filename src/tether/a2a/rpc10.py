@@ -161,9 +161,11 @@ class Current:
         Ignored on a message that starts a task, as the draft says. The check reads the
         generation just before the send; a change that lands in between is not caught.
         """
+        if self.generations is None:
+            return
         expected = v10.generation_of(call.params, "configuration", "ifGenerationMatch")
         task_id = request.message.taskId
-        if self.generations is None or expected is None or task_id is None:
+        if expected is None or task_id is None:
             return
         live = await self.service.get(call.principal, task_id, history=False)
         current = await self.generations.at(live.run)

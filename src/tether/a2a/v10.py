@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from tether.a2a.jsonrpc import InvalidParams
@@ -80,14 +80,16 @@ _WRAPPED = "data_part_compat"
 
 def part(doc: Mapping[str, Any]) -> dict[str, Any]:
     kind = doc.get("kind")
-    meta = dict(doc.get("metadata") or {})
+    meta = doc.get("metadata")
     out: dict[str, Any]
     if kind == "text":
         out = {"text": doc["text"]}
     elif kind == "data":
         data = doc.get("data")
-        if meta.pop(_WRAPPED, False) and isinstance(data, dict) and "value" in data:
-            data = data["value"]
+        if meta and _WRAPPED in meta:
+            if meta[_WRAPPED] and isinstance(data, dict) and "value" in data:
+                data = data["value"]
+            meta = {key: value for key, value in meta.items() if key != _WRAPPED}
         out = {"data": data}
     else:
         file = doc.get("file") or {}
@@ -101,49 +103,50 @@ def part(doc: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _copy_set(out: dict[str, Any], doc: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+    """``doc``'s ``keys`` that hold something (proto leaves defaults out), into ``out``."""
+    for key in keys:
+        value = doc.get(key)
+        if value:
+            out[key] = value
+
+
 def message(doc: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"messageId": doc["messageId"]}
-    for key in ("contextId", "taskId"):
-        if doc.get(key):
-            out[key] = doc[key]
+    _copy_set(out, doc, ("contextId", "taskId"))
     out["role"] = _ROLES.get(doc.get("role", "agent"), "ROLE_AGENT")
-    out["parts"] = [part(p) for p in doc.get("parts", [])]
-    for key in ("metadata", "extensions", "referenceTaskIds"):
-        if doc.get(key):
-            out[key] = doc[key]
+    out["parts"] = [part(p) for p in doc.get("parts", ())]
+    _copy_set(out, doc, ("metadata", "extensions", "referenceTaskIds"))
     return out
 
 
 def status(doc: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"state": STATE_NAMES.get(doc["state"], "TASK_STATE_UNSPECIFIED")}
-    if doc.get("message"):
-        out["message"] = message(doc["message"])
-    if doc.get("timestamp"):
-        out["timestamp"] = doc["timestamp"]
+    said = doc.get("message")
+    if said:
+        out["message"] = message(said)
+    _copy_set(out, doc, ("timestamp",))
     return out
 
 
 def artifact(doc: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"artifactId": doc["artifactId"]}
-    for key in ("name", "description"):
-        if doc.get(key):
-            out[key] = doc[key]
-    out["parts"] = [part(p) for p in doc.get("parts", [])]
-    for key in ("metadata", "extensions"):
-        if doc.get(key):
-            out[key] = doc[key]
+    _copy_set(out, doc, ("name", "description"))
+    out["parts"] = [part(p) for p in doc.get("parts", ())]
+    _copy_set(out, doc, ("metadata", "extensions"))
     return out
 
 
 def task(doc: Mapping[str, Any], generation: int | None = None, *, include_artifacts: bool = True) -> dict[str, Any]:
     """A Task: only proto fields, empty lists left out; ``generation`` only for a 1.1 caller (int64: a string)."""
     out: dict[str, Any] = {"id": doc["id"], "contextId": doc["contextId"], "status": status(doc["status"])}
-    if include_artifacts and doc.get("artifacts"):
-        out["artifacts"] = [artifact(a) for a in doc["artifacts"]]
-    if doc.get("history"):
-        out["history"] = [message(m) for m in doc["history"]]
-    if doc.get("metadata"):
-        out["metadata"] = doc["metadata"]
+    artifacts = doc.get("artifacts") if include_artifacts else None
+    if artifacts:
+        out["artifacts"] = [artifact(a) for a in artifacts]
+    history = doc.get("history")
+    if history:
+        out["history"] = [message(m) for m in history]
+    _copy_set(out, doc, ("metadata",))
     if generation is not None:
         out["generation"] = str(generation)
     return out
@@ -249,7 +252,8 @@ class SendConfiguration(Proto):
 
 class SendMessageRequest(Proto):
     tenant: str | None = None
-    message: ProtoMessage
+    #: checked by :func:`canonical_message`, once (``Any``: not copied as a dict first)
+    message: Any
     configuration: SendConfiguration | None = None
     metadata: dict[str, Any] | None = None
 
@@ -344,47 +348,115 @@ def history_length(value: int | None, field: str = "historyLength") -> int | Non
     return value
 
 
-def _canonical_part(p: Part) -> dict[str, Any]:
-    meta = dict(p.metadata or {})
+#: the camelCase names a message or a part may have; a name outside them (snake_case, unknown) takes the long way
+_MESSAGE_NAMES = frozenset(
+    {"messageId", "contextId", "taskId", "role", "parts", "metadata", "extensions", "referenceTaskIds"}
+)
+_PART_NAMES = frozenset({"text", "raw", "url", "data", "metadata", "filename", "mediaType"})
+_FILE_MEMBERS = (("raw", "bytes"), ("url", "uri"))
+
+
+def _str_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _plain_part(doc: Any) -> dict[str, Any] | None:
+    """A camelCase 1.0 part in the canonical shape; None unless it plainly is one (one member, right types).
+
+    Checks only what the canonical model cannot: a file part's fields (canonical keeps
+    ``file`` as any object) and ``metadata`` before it is copied. Types the canonical
+    model checks (``text``) are left to it.
+    """
+    if not isinstance(doc, dict) or not doc.keys() <= _PART_NAMES:
+        return None
+    metadata = doc.get("metadata")
+    if not (metadata is None or isinstance(metadata, dict)):
+        return None
+    members = [name for name in ("text", "raw", "url") if doc.get(name) is not None]
+    if "data" in doc:
+        members.append("data")
+    if len(members) != 1:
+        return None
+    meta = dict(metadata or {})
     out: dict[str, Any]
-    if p.text is not None:
-        out = {"kind": "text", "text": p.text}
-    elif p.data is not _UNSET:
-        if isinstance(p.data, dict):
-            out = {"kind": "data", "data": p.data}
+    if members[0] == "text":
+        out = {"kind": "text", "text": doc["text"]}
+    elif members[0] == "data":
+        data = doc["data"]
+        if isinstance(data, dict):
+            out = {"kind": "data", "data": data}
         else:
-            out = {"kind": "data", "data": {"value": p.data}}
+            out = {"kind": "data", "data": {"value": data}}
             meta[_WRAPPED] = True
     else:
-        file: dict[str, Any] = {"bytes": p.raw} if p.raw is not None else {"uri": p.url}
-        if p.filename:
-            file["name"] = p.filename
-        if p.media_type:
-            file["mimeType"] = p.media_type
+        name, media_type = doc.get("filename"), doc.get("mediaType")
+        if not (_str_or_none(name) and _str_or_none(media_type)):
+            return None
+        file = {canonical: doc[member] for member, canonical in _FILE_MEMBERS if doc.get(member) is not None}
+        if not all(isinstance(value, str) for value in file.values()):
+            return None
+        if name:
+            file["name"] = name
+        if media_type:
+            file["mimeType"] = media_type
         out = {"kind": "file", "file": file}
     if meta:
         out["metadata"] = meta
     return out
 
 
-def canonical_message(m: ProtoMessage) -> Message:
-    """A 1.0 message in the canonical (0.3) shape the service and the task history use."""
-    doc: dict[str, Any] = {
-        "kind": "message",
-        "role": _ROLE_INPUT[m.role],
-        "messageId": m.message_id,
-        "parts": [_canonical_part(p) for p in m.parts],
-    }
-    for key, value in (
-        ("taskId", m.task_id),
-        ("contextId", m.context_id),
-        ("referenceTaskIds", m.reference_task_ids),
-        ("extensions", m.extensions),
-        ("metadata", m.metadata),
-    ):
-        if value is not None:
-            doc[key] = value
-    return parse_params(Message, doc)
+def _canonical_part(checked: Part) -> dict[str, Any]:
+    """A part already checked as ProtoJSON, in the canonical shape."""
+    out = _plain_part(checked.model_dump(by_alias=True, exclude_unset=True))
+    if out is None:  # a checked Part always dumps to the plain shape
+        raise AssertionError("a checked 1.0 part did not map to the canonical shape")
+    return out
+
+
+def _plain_message(doc: Any) -> dict[str, Any] | None:
+    """A camelCase 1.0 message in the canonical (0.3) shape; None unless it plainly is one.
+
+    What both shapes check alike (ids, lengths, lists of strings, ``metadata`` an object)
+    is left to the canonical model that validates the result.
+    """
+    if not isinstance(doc, dict) or not doc.keys() <= _MESSAGE_NAMES:
+        return None
+    role, parts = doc.get("role"), doc.get("parts")
+    if role.__class__ not in (str, int) or role not in _ROLE_INPUT or not isinstance(parts, list) or not parts:
+        return None
+    plain = [_plain_part(p) for p in parts]
+    if None in plain:
+        return None
+    out = {key: value for key, value in doc.items() if value is not None}
+    out["kind"] = "message"
+    out["role"] = _ROLE_INPUT[role]
+    out["parts"] = plain
+    return out
+
+
+def canonical_message(raw: Any, at: str = "params.message") -> Message:
+    """A 1.0 message (raw ProtoJSON) in the canonical (0.3) shape the service and the task history use.
+
+    Validated once: a message that plainly has the 1.0 shape is mapped and checked by the
+    canonical model alone. Anything else (snake_case names, a part with two members, a
+    wrong type anywhere) is checked as ProtoJSON first, so its error speaks 1.0's names.
+
+    Raises
+    ------
+    InvalidParams
+        Naming the fields that are wrong, under ``at``.
+    """
+    doc = _plain_message(raw)
+    if doc is not None:
+        try:
+            return Message.model_validate(doc)
+        except ValidationError:
+            pass  # refused below, in 1.0's words
+    checked = parse_params(ProtoMessage, raw, at=at)
+    doc = _plain_message(checked.model_dump(by_alias=True, exclude_unset=True))
+    if doc is None:  # a ProtoMessage always dumps to the plain shape
+        raise AssertionError("a checked 1.0 message did not map to the canonical shape")
+    return parse_params(Message, doc, at=at)
 
 
 def canonical_push(config: ProtoPushConfig) -> PushConfigInput:
@@ -425,7 +497,7 @@ class ProtoArtifact(Proto):
 
 class ProtoStatus(Proto):
     state: str | int = "TASK_STATE_UNSPECIFIED"
-    message: ProtoMessage | None = None
+    message: dict[str, Any] | None = None
     timestamp: str | None = None
 
 
@@ -447,7 +519,7 @@ def canonical_task(doc: Any) -> dict[str, Any]:
     state = _STATE_NUMBERS.get(parsed.status.state) if isinstance(parsed.status.state, int) else parsed.status.state
     status: dict[str, Any] = {"state": _CANONICAL_STATES.get(state or "", "unknown")}
     if parsed.status.message is not None:
-        status["message"] = canonical_message(parsed.status.message).model_dump(exclude_none=True)
+        status["message"] = canonical_message(parsed.status.message, "status.message").model_dump(exclude_none=True)
     if parsed.status.timestamp:
         status["timestamp"] = parsed.status.timestamp
     out: dict[str, Any] = {"kind": "task", "id": parsed.id, "contextId": parsed.context_id, "status": status}

@@ -129,7 +129,7 @@ def _from_message(msg: Any) -> PeerTask:
         raise ValueError("the peer's message is not an object")
     if "kind" not in msg:  # 1.0: read through the codec into the canonical shape
         try:
-            msg = v10.canonical_message(v10.ProtoMessage.model_validate(msg)).model_dump(exclude_none=True)
+            msg = v10.canonical_message(msg, "message").model_dump(exclude_none=True)
         except (ValidationError, InvalidParams) as exc:
             raise ValueError(f"the peer's message is malformed: {exc}") from exc
     message_id = str(msg.get("messageId") or "message")
