@@ -151,13 +151,15 @@ class HostClient:
         """POST ``body`` as JSON (``{}`` when none: the host's bodies are objects)."""
         return self._send("POST", path, body={} if body is None else body)
 
-    def stream_events(self, run_id: str, stream_mode: str = "debug", after: int = -1) -> Iterator[dict[str, Any]]:
+    def stream_events(
+        self, run_id: str, stream_mode: str = "debug", after: int = -1, on_open: Callable[[], None] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Yield a run's events from its SSE stream until the host closes it.
 
         The host replays the log after ``after`` (from the start: -1), then tails it, and
         closes the stream after the terminal event. ``event: batch`` frames (a JSON array)
         are flattened; frames whose data is not a JSON object are skipped, as the official
-        client does.
+        client does. ``on_open`` is called once the host has accepted the stream.
         """
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
         if after >= 0:
@@ -171,6 +173,8 @@ class HostClient:
                 if not response.is_success:
                     response.read()
                     raise _error_from(response)
+                if on_open is not None:
+                    on_open()
                 for _event, data in parse_sse(response.iter_lines()):
                     try:
                         value = json.loads(data)
@@ -195,18 +199,23 @@ class HostClient:
         When the connection drops, or the host closes the stream before the run ended (it
         was stopped, or restarted), the stream is opened again with ``Last-Event-ID`` set
         to the last sequence seen: no event is shown twice and none is skipped. It keeps
-        trying, pausing longer each time, until ``window`` seconds pass with no answer,
-        then raises ``HostUnreachable``. An error the host answers with (an unknown run, a
-        revoked key) ends it at once, except a 5xx (a proxy in front of a host that is
-        coming back).
+        trying, pausing longer each time, until ``window`` seconds pass without a stream
+        the host accepts, then raises ``HostUnreachable``. An error the host answers with
+        (an unknown run, a revoked key) ends it at once, except a 5xx (a proxy in front of
+        a host that is coming back).
         """
         last = -1
         pause = _REATTACH_FIRST_PAUSE
         lost_since: float | None = None
+
+        def attached() -> None:
+            nonlocal lost_since
+            lost_since = None
+
         while True:
             try:
-                for event in self.stream_events(run_id, stream_mode, last):
-                    lost_since, pause = None, _REATTACH_FIRST_PAUSE
+                for event in self.stream_events(run_id, stream_mode, last, attached):
+                    pause = _REATTACH_FIRST_PAUSE  # not on open alone: a stream that ends at once backs off
                     sequence = event.get("sequence")
                     if isinstance(sequence, int):
                         last = max(last, sequence)

@@ -153,7 +153,7 @@ class RunView:
         )
         yield header
         yield self._nodes_table(now)
-        for block in render.waiting_blocks(self.snapshot):
+        for block in render.waiting_blocks(self.snapshot) if status not in TERMINAL else ():
             yield Text("\n".join(block), style="yellow")
         error = self.snapshot.get("error")
         if isinstance(error, dict):
