@@ -46,8 +46,12 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHost]:
 
 def _env() -> dict[str, str]:
     """The test's own environment (PYTHONPATH: the code under test) as an xterm that sets no rich overrides."""
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "COLUMNS")}
-    env.update(TERM="xterm-256color", TTY_INTERACTIVE="1")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES")
+    }
+    env["TERM"] = "xterm-256color"
     for name in ("TETHER_URL", "TETHER_API_KEY", "TETHER_DATA_DIR", "TETHER_DATABASE_URL"):
         env.pop(name, None)
     return env

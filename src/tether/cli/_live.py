@@ -107,7 +107,7 @@ class RunView:
         self.run_id = str(snapshot.get("runId", "?"))
         self.workflow_id = str(snapshot.get("workflowId", "?"))
         created = str(snapshot.get("createdAt") or clock.now_iso())
-        self.snapshot: dict[str, Any] = dict(initial_snapshot(self.run_id, self.workflow_id, created))
+        self.snapshot = initial_snapshot(self.run_id, self.workflow_id, created)
         self.types = dict(nodes)
         self.latest: deque[str] = deque(maxlen=LATEST_EVENTS)
         self.note = "following live; Ctrl-C stops watching (the run goes on)"
@@ -121,7 +121,7 @@ class RunView:
         """Fold one event into the view."""
         with self._lock:
             try:
-                apply(self.snapshot, event)  # type: ignore[arg-type]
+                apply(self.snapshot, event)
             except (KeyError, TypeError, ValueError):
                 pass  # an event this CLI cannot read still shows below; the next ones still count
             self.latest.append(render.event_line(event))
