@@ -216,6 +216,25 @@ def test_a_delivery_is_a_client_span_of_its_runs_trace_and_the_receiver_gets_its
         assert (attributes["server.address"], attributes["server.port"]) == ("127.0.0.1", str(receiver.port))
         shown = " ".join(v for _, v in span.attributes)
         assert "never-in-a-span" not in shown and "/hook" not in shown and "s" * 32 not in shown
+
+        # an A2A push (the task waits for approval) goes the same way
+        message = {"kind": "message", "role": "user", "messageId": "m-push", "parts": [{"kind": "text", "text": "x"}]}
+        send = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "message/send",
+            "params": {
+                "message": {**message, "metadata": {"skillId": "approval-gated"}},
+                "configuration": {"pushNotificationConfig": {"url": receiver.url("/push"), "token": "tok-secret"}},
+            },
+        }
+        task = http.post("/v1/a2a", json=send, headers={"traceparent": TRACEPARENT}).json()["result"]
+        assert task["status"]["state"] == "input-required"
+        [pushed] = wait_until(lambda: [r for r in receiver.requests if r.path == "/push"], what="the push")
+        [push_span] = wait_until(lambda: collector.named("deliver a2a-push"), what="the push's span")
+        assert (push_span.trace_id, push_span.run_id, push_span.kind) == (TRACE, task["id"], span.kind)
+        assert pushed.headers["traceparent"] == f"00-{TRACE}-{push_span.span_id}-01"
+        assert "tok-secret" not in " ".join(v for _, v in push_span.attributes)
     finally:
         host.kill()
         host.close_clients()
