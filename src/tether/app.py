@@ -215,7 +215,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
             egress = build_egress(settings, store, key, owner=owner, push_body=push_body)
             stack.push_async_callback(egress.close)
             signer = TokenSigner(key, settings.interrupt_token_ttl)
-            logs = RunLogs(store, notifier)
+            logs = RunLogs(store, notifier, on_fanout=metrics.stream_fanout.observe)
             engine = Engine(
                 store,
                 registry,

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
 __all__ = [
+    "client_span",
     "enabled_by",
+    "failed",
     "instant",
     "new_traceparent",
     "outbound",
@@ -130,6 +132,22 @@ def instant(name: str, traceparent: str | None, attributes: dict[str, Any], star
         return
     done = _tracer.start_span(name, context=parent(traceparent), attributes=attributes, start_time=start_ns)
     done.end()
+
+
+def client_span(name: str, traceparent: str | None, attributes: dict[str, Any]) -> Span:
+    """A client span (traces on) started now in the run trace ``traceparent``, for a request whose
+    outcome is known only once it is answered: the caller sets what it learns and ends it."""
+    assert _tracer is not None
+    from opentelemetry.trace import SpanKind
+
+    return _tracer.start_span(name, context=parent(traceparent), kind=SpanKind.CLIENT, attributes=attributes)
+
+
+def failed(current: Span) -> None:
+    """Mark ``current`` as failed (no description: what went wrong may name a URL or a credential)."""
+    from opentelemetry.trace import Status, StatusCode
+
+    current.set_status(Status(StatusCode.ERROR))
 
 
 def outbound(traceparent: str, name: str) -> str:

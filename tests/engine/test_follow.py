@@ -130,3 +130,29 @@ async def test_what_this_host_committed_to_a_followed_run_is_read_from_memory(st
     await store.commit(unfollowed)
     logs.committed(unfollowed)
     assert logs._recent == {}, "nothing is kept for a run no one follows"
+
+
+async def test_a_fanout_is_timed_once_when_the_last_stream_has_written_it_or_left(store: CountingStore) -> None:
+    notifier = Notifier()
+    timed: list[float] = []
+    logs = RunLogs(store, notifier, on_fanout=timed.append)
+    fast = logs.follow("run_f", -1, keepalive=60).pages()
+    slow = logs.follow("run_f", -1, keepalive=60).pages()
+    assert [e.sequence for e in await anext(fast)] == [0] and [e.sequence for e in await anext(slow)] == [0]
+    commit = Commit(row(1), [event(1)], 0)
+    await store.commit(commit)
+    logs.committed(commit)
+    notifier.publish("run_f")
+    late = logs.follow("run_f", 0, keepalive=60).pages()  # joins after the commit: not waited for
+    assert [e.sequence for e in await anext(late)] == [1]
+    assert [e.sequence for e in await anext(fast)] == [1]
+    pending = asyncio.ensure_future(anext(fast))  # asking for more: the page is written
+    await wait_for(lambda: logs._fanouts["run_f"].pending[0].waiting == 1)  # the fast stream counted itself
+    assert timed == [], "the slow stream has not written the commit yet"
+    await slow.aclose()  # it leaves instead: the fan-out is over
+    assert len(timed) == 1 and timed[0] >= 0
+    pending.cancel()
+    await asyncio.gather(pending, return_exceptions=True)
+    await fast.aclose()
+    await late.aclose()
+    assert logs._fanouts == {}, "nothing is kept for a run no stream follows"

@@ -233,3 +233,76 @@ def test_group_sizes_account_for_every_commit(host: InProcessHost) -> None:
     assert commits >= 13  # each send commits at least once
     assert delta("tether_store_group_size_sum") >= commits
     assert 1 <= delta("tether_store_group_size_count") <= delta("tether_store_group_size_sum")
+
+
+def _follow_until_the_end(host: InProcessHost, run_id: str, surface: str, seen: list[bytes]) -> None:
+    """Read one stream of ``run_id`` (REST SSE or A2A ``tasks/resubscribe``) until the host ends it."""
+    headers = {"Authorization": f"Bearer {host.dev_key}"}
+    with httpx.Client(base_url=host.url, headers=headers, timeout=60) as client:
+        if surface == "rest":
+            request = client.build_request("GET", f"/v1/runs/{run_id}/events", params={"streamMode": "debug"})
+        else:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/resubscribe", "params": {"id": run_id}}
+            request = client.build_request("POST", "/v1/a2a", json=body)
+        stream = client.send(request, stream=True)
+        try:
+            assert stream.status_code == 200
+            for line in stream.iter_lines():
+                if line.startswith("data:"):
+                    seen.append(line.encode())
+        finally:
+            stream.close()
+
+
+def _waiting_run(host: InProcessHost) -> str:
+    http = host.http(host.dev_key)
+    run_id: str = http.post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "x"}}).json()[
+        "runId"
+    ]
+    wait_until(lambda: http.get(f"/v1/runs/{run_id}").json()["status"] == "waiting-approval", what="the gate")
+    return run_id
+
+
+def _approve_and_count(host: InProcessHost, run_id: str, streams: list[str]) -> tuple[float, float, float]:
+    """Open ``streams`` on a run at its gate, approve it, read them to the end: the fan-outs timed
+    meanwhile, the commits made, and the seconds the fan-outs took in all."""
+    import threading
+
+    frames: list[list[bytes]] = [[] for _ in streams]
+    readers = [
+        threading.Thread(target=_follow_until_the_end, args=(host, run_id, surface, into), daemon=True)
+        for surface, into in zip(streams, frames, strict=True)
+    ]
+    for reader in readers:
+        reader.start()
+    wait_until(lambda: all(frames_seen for frames_seen in frames), what="every stream to be attached")
+    before = scrape(host)
+    http = host.http(host.dev_key)
+    answered = http.post(f"/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "accept"}})
+    assert answered.status_code == 200
+    wait_until(lambda: http.get(f"/v1/runs/{run_id}").json()["status"] == "completed", what="the run to end")
+    for reader in readers:
+        reader.join(30)
+        assert not reader.is_alive(), "every stream ends with the run"
+    after = scrape(host)
+
+    def delta(name: str) -> float:
+        return value(after, name) - value(before, name)
+
+    return (
+        delta("tether_stream_fanout_seconds_count"),
+        delta("tether_store_commit_duration_seconds_count"),
+        delta("tether_stream_fanout_seconds_sum"),
+    )
+
+
+def test_stream_fanout_is_timed_once_per_commit_however_many_streams_follow(host: InProcessHost) -> None:
+    """Every commit made while streams follow its run is one fan-out, whether one stream or five (of both
+    surfaces) take it; with no stream open, nothing is timed."""
+    one, commits_one, _ = _approve_and_count(host, _waiting_run(host), ["rest"])
+    assert commits_one >= 1 and one == commits_one
+    five, commits_five, seconds = _approve_and_count(host, _waiting_run(host), ["rest", "a2a", "rest", "a2a", "rest"])
+    assert five == commits_five == commits_one, "one observation per commit, not one per stream"
+    assert 0 < seconds < 30
+    none, commits_none, _ = _approve_and_count(host, _waiting_run(host), [])
+    assert commits_none == commits_one and none == 0

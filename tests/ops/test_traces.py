@@ -3,7 +3,8 @@
 
 Real ``tether serve`` processes, configured only by the standard ``OTEL_*`` variables: an
 inbound ``traceparent`` is continued; a run's spans stay in its trace after a SIGKILL and a
-restart; and a hand-off from one Tether host to another shows as one trace.
+restart; a hand-off from one Tether host to another shows as one trace; and each outbox
+delivery is a client span of its run's trace, whose ``traceparent`` the receiver gets.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as SpanMessage
+from receiver import Receiver, egress_to
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
@@ -35,6 +38,9 @@ class Span:
     span_id: str
     parent_id: str
     run_id: str  # the tether.run_id attribute, if any
+    kind: int = 0  # SpanMessage.SpanKind
+    attributes: tuple[tuple[str, str], ...] = ()  # every attribute, its value as text
+    status: int = 0  # Status.StatusCode
 
 
 class Collector:
@@ -84,6 +90,9 @@ class Collector:
                             s.span_id.hex(),
                             s.parent_span_id.hex(),
                             next((a.value.string_value for a in s.attributes if a.key == "tether.run_id"), ""),
+                            s.kind,
+                            tuple((a.key, _text(a.value)) for a in s.attributes),
+                            s.status.code,
                         )
                         for s in scope_spans.spans
                     )
@@ -95,6 +104,12 @@ class Collector:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _text(value: object) -> str:
+    """An OTLP AnyValue as text, whichever of its fields is set."""
+    field = value.WhichOneof("value")  # type: ignore[attr-defined]
+    return "" if field is None else str(getattr(value, field))
 
 
 @pytest.fixture
@@ -172,3 +187,79 @@ def test_a_handoff_between_two_tether_hosts_is_one_trace(tmp_path: Path, collect
         assert b_requests, "B's request spans are children of A's outbound spans"
     finally:
         pair.close()
+
+
+def test_a_delivery_is_a_client_span_of_its_runs_trace_and_the_receiver_gets_its_traceparent(
+    tmp_path: Path, collector: Collector, receiver: Receiver
+) -> None:
+    host = HostProcess(tmp_path / "data", *egress_to(receiver)).start()
+    try:
+        http = host.http(host.dev_key)
+        hook_url = receiver.url("/hook?token=never-in-a-span")
+        hook = {"url": hook_url, "events": ["run.completed"], "secret": "s" * 32}
+        assert http.post("/v1/webhooks", json=hook).status_code == 201
+        created = http.post(
+            "/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "x"}}, headers={"traceparent": TRACEPARENT}
+        )
+        run_id = created.json()["runId"]
+        [received] = wait_until(lambda: receiver.requests, what="the webhook delivery")
+        sent = received.headers.get("traceparent", "")
+        assert sent.startswith(f"00-{TRACE}-"), f"the delivery continues the run's trace: {sent!r}"
+        [span] = wait_until(lambda: collector.named("deliver webhook"), what="the delivery's span")
+        assert (span.trace_id, span.run_id, span.kind) == (TRACE, run_id, SpanMessage.SPAN_KIND_CLIENT)
+        assert sent.split("-")[2] == span.span_id, "the receiver's parent is the delivery's span"
+        attributes = dict(span.attributes)
+        assert attributes["tether.delivery.kind"] == "webhook"
+        assert attributes["tether.delivery.attempt"] == "1"
+        assert attributes["tether.delivery.outcome"] == "delivered"
+        assert attributes["http.response.status_code"] == "204"
+        assert (attributes["server.address"], attributes["server.port"]) == ("127.0.0.1", str(receiver.port))
+        shown = " ".join(v for _, v in span.attributes)
+        assert "never-in-a-span" not in shown and "/hook" not in shown and "s" * 32 not in shown
+
+        # an A2A push (the task waits for approval) goes the same way
+        message = {"kind": "message", "role": "user", "messageId": "m-push", "parts": [{"kind": "text", "text": "x"}]}
+        send = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "message/send",
+            "params": {
+                "message": {**message, "metadata": {"skillId": "approval-gated"}},
+                "configuration": {"pushNotificationConfig": {"url": receiver.url("/push"), "token": "tok-secret"}},
+            },
+        }
+        task = http.post("/v1/a2a", json=send, headers={"traceparent": TRACEPARENT}).json()["result"]
+        assert task["status"]["state"] == "input-required"
+        [pushed] = wait_until(lambda: [r for r in receiver.requests if r.path == "/push"], what="the push")
+        [push_span] = wait_until(lambda: collector.named("deliver a2a-push"), what="the push's span")
+        assert (push_span.trace_id, push_span.run_id, push_span.kind) == (TRACE, task["id"], span.kind)
+        assert pushed.headers["traceparent"] == f"00-{TRACE}-{push_span.span_id}-01"
+        assert "tok-secret" not in " ".join(v for _, v in push_span.attributes)
+    finally:
+        host.kill()
+        host.close_clients()
+
+
+def test_a_failed_delivery_attempt_is_a_failed_span_with_the_status_the_receiver_gave(
+    tmp_path: Path, collector: Collector, receiver: Receiver
+) -> None:
+    receiver.script = [503, 204]
+    host = HostProcess(tmp_path / "data", *egress_to(receiver), "--push-retry-schedule", "100ms").start()
+    try:
+        http = host.http(host.dev_key)
+        hook = {"url": receiver.url("/hook"), "events": ["run.completed"], "secret": "s" * 32}
+        assert http.post("/v1/webhooks", json=hook).status_code == 201
+        http.post(
+            "/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "x"}}, headers={"traceparent": TRACEPARENT}
+        )
+        spans = wait_until(lambda: len(collector.named("deliver webhook")) == 2 and collector.named("deliver webhook"))
+        first, second = sorted(spans, key=lambda s: dict(s.attributes)["tether.delivery.attempt"])
+        assert dict(first.attributes)["tether.delivery.outcome"] == "retry"
+        assert dict(first.attributes)["http.response.status_code"] == "503"
+        assert first.status == 2  # STATUS_CODE_ERROR
+        assert dict(second.attributes)["tether.delivery.outcome"] == "delivered" and second.status != 2
+        assert {first.trace_id, second.trace_id} == {TRACE}
+        assert [r.headers["traceparent"].split("-")[2] for r in receiver.requests] == [first.span_id, second.span_id]
+    finally:
+        host.kill()
+        host.close_clients()

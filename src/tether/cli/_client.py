@@ -10,7 +10,8 @@ Tether-specific fields (``interrupt``, ``nextCursor``) without waiting for it to
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -21,6 +22,16 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 
 # The host sends an SSE keep-alive at least every 30 s, so a silent minute means it is gone.
 _STREAM_READ_TIMEOUT = 75.0
+#: event types after which a run's stream has nothing more to say
+TERMINAL_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"})
+#: how long ``follow_events`` keeps trying to re-attach before it gives up (a host restart takes seconds)
+REATTACH_WINDOW = 60.0
+#: the first and the longest pause between two attempts to re-attach
+_REATTACH_FIRST_PAUSE = 0.25
+_REATTACH_MAX_PAUSE = 5.0
+
+#: told ``(last sequence seen, why the stream was lost)`` before each attempt to re-attach
+OnReattach = Callable[[int, str], None]
 
 
 class HostError(Exception):
@@ -140,14 +151,19 @@ class HostClient:
         """POST ``body`` as JSON (``{}`` when none: the host's bodies are objects)."""
         return self._send("POST", path, body={} if body is None else body)
 
-    def stream_events(self, run_id: str, stream_mode: str = "debug") -> Iterator[dict[str, Any]]:
+    def stream_events(
+        self, run_id: str, stream_mode: str = "debug", after: int = -1, on_open: Callable[[], None] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Yield a run's events from its SSE stream until the host closes it.
 
-        The host replays the log from the start, then tails it, and closes the stream after
-        the terminal event. ``event: batch`` frames (a JSON array) are flattened; frames
-        whose data is not a JSON object are skipped, as the official client does.
+        The host replays the log after ``after`` (from the start: -1), then tails it, and
+        closes the stream after the terminal event. ``event: batch`` frames (a JSON array)
+        are flattened; frames whose data is not a JSON object are skipped, as the official
+        client does. ``on_open`` is called once the host has accepted the stream.
         """
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+        if after >= 0:
+            headers["Last-Event-ID"] = str(after)
         timeout = httpx.Timeout(30.0, read=_STREAM_READ_TIMEOUT)
         path = f"/v1/runs/{segment(run_id)}/events"
         try:
@@ -157,6 +173,8 @@ class HostClient:
                 if not response.is_success:
                     response.read()
                     raise _error_from(response)
+                if on_open is not None:
+                    on_open()
                 for _event, data in parse_sse(response.iter_lines()):
                     try:
                         value = json.loads(data)
@@ -167,3 +185,55 @@ class HostClient:
                             yield item
         except httpx.TransportError as exc:
             raise HostUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+
+    def follow_events(
+        self,
+        run_id: str,
+        stream_mode: str = "debug",
+        *,
+        on_reattach: OnReattach | None = None,
+        window: float = REATTACH_WINDOW,
+    ) -> Iterator[dict[str, Any]]:
+        """Yield a run's events, live, until its terminal event; a lost stream is re-attached.
+
+        When the connection drops, or the host closes the stream before the run ended (it
+        was stopped, or restarted), the stream is opened again with ``Last-Event-ID`` set
+        to the last sequence seen: no event is shown twice and none is skipped. It keeps
+        trying, pausing longer each time, until ``window`` seconds pass without a stream
+        the host accepts, then raises ``HostUnreachable``. An error the host answers with
+        (an unknown run, a revoked key) ends it at once, except a 5xx (a proxy in front of
+        a host that is coming back).
+        """
+        last = -1
+        pause = _REATTACH_FIRST_PAUSE
+        lost_since: float | None = None
+
+        def attached() -> None:
+            nonlocal lost_since
+            lost_since = None
+
+        while True:
+            try:
+                for event in self.stream_events(run_id, stream_mode, last, attached):
+                    pause = _REATTACH_FIRST_PAUSE  # not on open alone: a stream that ends at once backs off
+                    sequence = event.get("sequence")
+                    if isinstance(sequence, int):
+                        last = max(last, sequence)
+                    yield event
+                    if event.get("type") in TERMINAL_EVENT_TYPES:
+                        return
+                reason = "the host closed the stream before the run ended"
+            except HostUnreachable as exc:
+                reason = exc.reason
+            except HostError as exc:
+                if exc.status < 500:
+                    raise
+                reason = f"HTTP {exc.status}: {exc.message}"
+            now = time.monotonic()
+            lost_since = now if lost_since is None else lost_since
+            if now - lost_since > window:
+                raise HostUnreachable(self.url, f"{reason}; gave up re-attaching after {window:.0f} s")
+            if on_reattach is not None:
+                on_reattach(last, reason)
+            time.sleep(pause)
+            pause = min(pause * 2, _REATTACH_MAX_PAUSE)

@@ -22,9 +22,6 @@ from rich.text import Text
 
 from tether.store.base import CredentialRow, KeyRow
 
-# Event types that end a run: once one is seen there is nothing more to wait for.
-TERMINAL_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"})
-
 _PAYLOAD_WIDTH = 100
 _UNBOUNDED = 10_000
 
@@ -299,6 +296,19 @@ def _interrupt_lines(run_id: str, interrupt: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def waiting_blocks(snapshot: Mapping[str, Any]) -> list[list[str]]:
+    """What the run waits for, a block of lines each: the question or gate (with the command that
+    answers it), then each hand-off in flight. Empty when it waits for nothing."""
+    run_id = str(snapshot.get("runId", "?"))
+    blocks = []
+    interrupt = snapshot.get("interrupt")
+    if isinstance(interrupt, dict):
+        blocks.append(_interrupt_lines(run_id, interrupt))
+    for node_id, handoff in handoffs_in_flight(snapshot):
+        blocks.append(_handoff_lines(node_id, handoff))
+    return blocks
+
+
 def run_summary(snapshot: Mapping[str, Any]) -> str:
     """A readable account of one run: where it is, what it waits for, how it ended."""
     run_id = str(snapshot.get("runId", "?"))
@@ -313,13 +323,9 @@ def run_summary(snapshot: Mapping[str, Any]) -> str:
         lines.append(f"started:      {when(snapshot['startedAt'])}")
     if snapshot.get("completedAt"):
         lines.append(f"finished:     {when(snapshot['completedAt'])}")
-    interrupt = snapshot.get("interrupt")
-    if isinstance(interrupt, dict):
+    for block in waiting_blocks(snapshot):
         lines.append("")
-        lines += _interrupt_lines(run_id, interrupt)
-    for node_id, handoff in handoffs_in_flight(snapshot):
-        lines.append("")
-        lines += _handoff_lines(node_id, handoff)
+        lines += block
     error = snapshot.get("error")
     if isinstance(error, dict):
         lines.append("")

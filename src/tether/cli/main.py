@@ -766,24 +766,51 @@ def runs_get(run_id: str, as_json: bool, url: str, key: str | None) -> None:
         click.echo(render.run_summary(snapshot))
 
 
+#: the exit status of a command stopped with Ctrl-C (SIGINT), as shells report it
+EXIT_INTERRUPTED = 130
+
+
 @runs.command("events")
 @click.argument("run_id")
-@click.option("--follow/--no-follow", default=False, show_default=True, help="Tail the live stream until the run ends.")
+@click.option(
+    "--follow/--no-follow",
+    default=False,
+    show_default=True,
+    help="Tail the live stream until the run ends (in a terminal: a live view of the run; a lost stream is "
+    "re-attached).",
+)
 @_json_option("Print each event as one JSON object per line (JSON Lines).")
 @host_options
 def runs_events(run_id: str, follow: bool, as_json: bool, url: str, key: str | None) -> None:
     """Print RUN_ID's events, one line each.
 
-    Columns: sequence, time, type, node, payload.
+    Columns: sequence, time, type, node, payload. With --follow in a terminal (and no
+    --json), a live view instead: the run's status, its nodes, what it waits for and the
+    latest events, until it ends.
     """
     import json
+    import sys
 
     def line(event: dict[str, Any]) -> str:
         return json.dumps(event, ensure_ascii=False) if as_json else render.event_line(event)
 
+    def reattaching(last: int, reason: str) -> None:
+        after = f"after event {last}" if last >= 0 else "from the start"
+        click.echo(f"note: lost the stream ({reason}); re-attaching {after}", err=True)
+
     with _client(url, key) as client:
+        if follow and not as_json and sys.stdout.isatty():
+            from tether.cli._live import follow_live
+
+            console = _console()
+            try:
+                follow_live(client, run_id, console)
+            except KeyboardInterrupt:
+                console.print(f"stopped watching; the run goes on (tether runs get {run_id})", markup=False)
+                raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+            return
         if follow:
-            for event in client.stream_events(run_id, "debug"):
+            for event in client.follow_events(run_id, "debug", on_reattach=reattaching):
                 click.echo(line(event))
             return
         params: dict[str, Any] = {"timeout": 1}

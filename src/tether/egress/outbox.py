@@ -14,6 +14,10 @@ and a recorder writes the outcomes that have piled up while the previous write c
 in one store write. Batches of 64 that waited for their slowest member, one write per
 attempt and a new TLS connection per delivery kept it near 50 deliveries/s.
 
+Traces on, each attempt is a client span in the trace of the run it reports on
+(``_traces``), and the request carries that span's ``traceparent``, so the receiver's work
+joins the run's trace. Traces off, nothing of this runs.
+
 Order: only a stream's head is ever due, and a head stays claimed (and pending) until its
 outcome is written, so a stream has one delivery in flight at a time and a task's
 ``completed`` never overtakes its ``input-required``. At least once: a delivery is marked
@@ -31,20 +35,24 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import orjson
 from cryptography.exceptions import InvalidTag
 
-from tether import clock
+from tether import clock, tracing
 from tether.egress._destinations import Destination, Destinations
+from tether.egress._traces import DeliveryTraces
 from tether.egress.signing import sign_webhook
 from tether.egress.transport import EgressClient
 from tether.errors import TetherError
 from tether.secrets import SecretBox
 from tether.store.base import Attempt, DeliveryRow, PushConfigRow, Store, WebhookRow
 from tether.store.fanout import push_stream_task
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 log = logging.getLogger("tether.outbox")
 
@@ -110,6 +118,8 @@ class _Outcome:
     retry_after: float | None = None
     #: the receiver did not answer, or answered 408, 429 or 5xx: its destination backs off
     receiver_failed: bool = False
+    #: the HTTP status the receiver answered with (None: no answer, or never sent)
+    status: int | None = None
 
 
 #: deliveries claimed at most per store read
@@ -180,6 +190,8 @@ class OutboxWorker:
         self._held: set[str] = set()
         self._outcomes: asyncio.Queue[Attempt] = asyncio.Queue()
         self._sending: set[asyncio.Task[None]] = set()
+        #: traces on: the client span of each attempt
+        self._traces = DeliveryTraces(store)
 
     def wake(self) -> None:
         """Something was enqueued: look now instead of at the next due time."""
@@ -281,9 +293,16 @@ class OutboxWorker:
         task.add_done_callback(self._sending.discard)
 
     async def _deliver(self, row: DeliveryRow, destination: Destination, subscription: _Subscription | object) -> None:
+        span = None
         try:
             async with destination.slots:
-                outcome = await self._send(row, subscription)
+                if tracing.tracer() is not None:
+                    span = await self._traces.start(row)
+                outcome = await self._send(row, subscription, span)
+        except BaseException:
+            if span is not None:
+                span.end()
+            raise
         finally:
             destination.load -= 1
         if outcome.delivered:
@@ -294,6 +313,8 @@ class OutboxWorker:
         self._outcomes.put_nowait(attempt)
         if self.on_attempt is not None:
             self.on_attempt(row.kind, _OUTCOMES[attempt.status])
+        if span is not None:
+            self._traces.finish(span, _OUTCOMES[attempt.status], outcome.status)
 
     def _attempt(self, row: DeliveryRow, outcome: _Outcome) -> Attempt:
         attempts = row.attempts + 1
@@ -334,7 +355,10 @@ class OutboxWorker:
                 self._held.discard(attempt.delivery_id)
             self._wake.set()
 
-    async def _send(self, row: DeliveryRow, subscription: _Subscription | object = _UNREAD) -> _Outcome:
+    async def _send(
+        self, row: DeliveryRow, subscription: _Subscription | object = _UNREAD, span: Span | None = None
+    ) -> _Outcome:
+        """One attempt; ``span`` (traces on) is the attempt's client span, whose ``traceparent`` it sends."""
         try:
             prepared = await self._prepare(row, subscription)
         except LookupError as exc:
@@ -349,6 +373,8 @@ class OutboxWorker:
         if prepared is None:
             return _Outcome(False, False, "its subscription no longer exists")
         headers, body = prepared
+        if span is not None:
+            headers["traceparent"] = tracing.span_traceparent(span)
         try:
             if isinstance(self.client, EgressClient):  # the host's client; tests may hand in a plain one
                 response = await self.client.deliver(row.url, body, headers)
@@ -362,12 +388,12 @@ class OutboxWorker:
             return _Outcome(False, True, f"{type(exc).__name__}: {exc}", receiver_failed=True)
         status = response.status_code
         if 200 <= status < 300:
-            return _Outcome(True, False)
+            return _Outcome(True, False, status=status)
         if 300 <= status < 400:
-            return _Outcome(False, True, f"HTTP {status}: redirects are never followed")
+            return _Outcome(False, True, f"HTTP {status}: redirects are never followed", status=status)
         if status in (408, 429) or status >= 500:
-            return _Outcome(False, True, f"HTTP {status}", _retry_after(response), receiver_failed=True)
-        return _Outcome(False, False, f"HTTP {status}: the receiver refused the delivery")
+            return _Outcome(False, True, f"HTTP {status}", _retry_after(response), receiver_failed=True, status=status)
+        return _Outcome(False, False, f"HTTP {status}: the receiver refused the delivery", status=status)
 
     async def _prepare(
         self, row: DeliveryRow, subscription: _Subscription | object = _UNREAD

@@ -54,6 +54,12 @@ class Metrics:
         self.requests = Requests(_LATENCY)
         r.register(self.requests)
         self.open_streams = Gauge("tether_open_streams", "Event streams open now", ["surface"], registry=r)
+        self.stream_fanout = Histogram(
+            "tether_stream_fanout_seconds",
+            "From a commit made here until every open stream of its run (A2A and REST) handed its frames to its writer",
+            buckets=_LATENCY,
+            registry=r,
+        )
         self.runs_started = Counter("tether_runs_started", "Runs created", ["workflow"], registry=r)
         self.runs_finished = Counter(
             "tether_runs_finished", "Runs that ended, by how", ["workflow", "status"], registry=r
