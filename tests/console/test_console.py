@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlparse
 
 import httpx
 from console_pages import TIMEOUT_MS, a2a_send, open_run, sign_in
@@ -28,11 +29,16 @@ def test_a_waiting_run_appears_live_is_approved_and_completes_without_a_reload(
     assert host.dev_key
     sign_in(page, host, host.dev_key)
     page.evaluate("window.__sameDocument = true")  # gone if anything reloads the page
+    expect(page.locator("#runs-updated")).to_have_attribute("data-live", "true", timeout=TIMEOUT_MS)
+    expect(page.locator("#runs-updated")).to_contain_text("Live")
+    lists: list[str] = []  # every read of the runs list from now on
+    page.on("request", lambda request: lists.append(request.url) if urlparse(request.url).path == "/v1/runs" else None)
 
     task = a2a_send(host, host.dev_key, "approval-gated", "Publish the Q3 report")
     assert task["status"]["state"] == "input-required"
     row = _row(page, task["id"])
     expect(row).to_be_visible(timeout=TIMEOUT_MS)  # arrives with no reload
+    assert lists == [], "the row came from a re-read of the list, not from the live feed (/v1/runs:watch)"
     expect(row).to_contain_text("waiting-approval")
     expect(row).to_contain_text("approval-gated")
     expect(row).to_contain_text("Approval: Approve the draft")
