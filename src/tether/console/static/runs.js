@@ -18,6 +18,9 @@ export function waitsFor(run) {
   const interrupt = run.interrupt;
   if (!interrupt) return "";
   const data = interrupt.data ?? {};
+  if (data.contextType === "a2a-peer-input" || data.subkind === "a2a-peer-input") {
+    return `Peer asks: ${data.title ?? data.questions?.[0]?.question ?? "input"}`; // the peer's words, shown as text
+  }
   if (interrupt.kind === "approval") return `Approval: ${data.title ?? interrupt.nodeId}`;
   if (interrupt.kind === "clarification") {
     const first = data.questions?.[0]?.question;
