@@ -114,13 +114,22 @@ async def test_missed_hints_make_every_watcher_sync_and_a_hinted_run_is_read(sto
     assert runs(got[1:]) == [("run_h", "waiting-approval")]
 
 
-async def test_a_hint_nobody_reads_leaves_a_gap_for_whoever_resumes_past_it(store: SqliteStore) -> None:
+@pytest.mark.parametrize("late", ["commit", "hint"])
+async def test_changes_nobody_could_resume_for_are_not_kept_and_resuming_past_them_syncs(
+    store: SqliteStore, late: str
+) -> None:
     feed = RunFeed(store, render)
-    feed.committed(commit(row("run_a", 0, "pending")))
-    cursor = feed.cursor(1)
-    feed._watched_until = 0  # nobody watched lately: the resume window is closed
-    feed.hinted("run_elsewhere")
-    async with aclosing(feed.watch("acme", cursor, keepalive=60)) as items:
+    async with aclosing(feed.watch("acme", None, keepalive=60)) as items:
+        await take(items, 1)
+        feed.committed(commit(row("run_a", 0, "pending")))
+        [seen] = await take(items, 1)
+    assert seen is not None and seen.cursor is not None
+    feed._watched_until = 0  # the resume window after the last watcher has closed
+    if late == "commit":
+        feed.committed(commit(row("run_a", 1, "running")))
+    else:
+        feed.hinted("run_elsewhere")
+    async with aclosing(feed.watch("acme", seen.cursor, keepalive=60)) as items:
         [sync] = await take(items, 1)
     assert sync is not None and (sync.kind, sync.reason) == ("sync", "gap")
 

@@ -106,6 +106,9 @@ class RunFeed:
 
     def committed(self, commit: Commit, enqueued: int = 0) -> None:
         """A commit of this host is durable (an ``on_commit`` hook)."""
+        if not self._wanted():
+            self.missed()  # nobody could be told or resume: not kept, and a cursor from before syncs
+            return
         self._add(commit.run, commit.events[0].sequence if commit.events else None)
 
     def hinted(self, run_id: str) -> None:
@@ -120,8 +123,9 @@ class RunFeed:
             self._reading = asyncio.create_task(self._read_hinted(), name="tether-run-feed-hints")
 
     def missed(self) -> None:
-        """Changes of other hosts may have gone unseen here (hints unread or lost): resuming past here syncs."""
-        self._last.clear()
+        """Changes may have gone unseen here (not kept, hints unread or lost): resuming past here syncs."""
+        if self._last:
+            self._last.clear()
         last = self._ring[self._head % self.capacity] if self._head else None
         if last is None or last.tenant is not None:  # one gap stands for any number in a row
             self._push(_Entry(self._head + 1, None, None))
