@@ -119,9 +119,6 @@ export function runsView(main, ctx) {
       nextCursor = data.nextCursor;
       shownSequence.clear();
       fill(body, data.runs.map(row));
-      reading -= 1;
-      counted = false;
-      for (const run of changedMeanwhile.splice(0)) apply(run); // the list may have been read before them
       table.hidden = data.runs.length === 0;
       table.removeAttribute("aria-busy");
       const filtered = filters.status || filters.workflow;
@@ -129,6 +126,9 @@ export function runsView(main, ctx) {
       newer.disabled = page === 0;
       older.disabled = !nextCursor;
       pageLabel.textContent = `Page ${page + 1}`;
+      reading -= 1;
+      counted = false;
+      for (const run of changedMeanwhile.splice(0)) apply(run); // the list may have been read before them
       showUpdated();
     } catch (e) {
       if (!quiet || !state.querySelector(".notice-error")) fill(state, notice("error", `Could not load runs: ${e.message}`, () => load()));
@@ -166,7 +166,7 @@ export function runsView(main, ctx) {
 
   /** A run changed: update its row, add it to the first page, or re-read the page when it leaves or fills it. */
   function apply(run) {
-    if (reading > 0) changedMeanwhile.push(run);
+    if (reading > 0 && changedMeanwhile.push(run) > 500) changedMeanwhile.shift();
     const known = shownSequence.get(run.runId);
     if (known !== undefined && run.lastSequence <= known) return;
     const current = body.querySelector(`tr[data-run-id="${CSS.escape(run.runId)}"]`);
