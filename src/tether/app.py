@@ -50,11 +50,13 @@ from tether.engine.nodes import Handler, node_handlers
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_workflows
 from tether.engine.retention import Retention
+from tether.engine.run_feed import RunFeed
 from tether.engine.workflow import load_workflow_file
 from tether.http import errors
 from tether.http.middleware import BodyLimit, DateHeader, TraceparentEcho
 from tether.ids import new_id
 from tether.openwop import discovery, events, interrupts, runs, webhooks, workflows
+from tether.openwop import watch as runs_watch
 from tether.openwop.callbacks import callback_projector
 from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
@@ -216,6 +218,8 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
             stack.push_async_callback(egress.close)
             signer = TokenSigner(key, settings.interrupt_token_ttl)
             logs = RunLogs(store, notifier, on_fanout=metrics.stream_fanout.observe)
+            feed = RunFeed(store, runs_watch.run_summary)
+            store.on_hints_missed(feed.missed)
             engine = Engine(
                 store,
                 registry,
@@ -232,7 +236,10 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
                     lambda commit, enqueued: egress.worker.wake() if enqueued else None,
                     lambda commit, enqueued: logs.committed(commit),
                     watch.committed,
+                    feed.committed,
                 ],
+                # what learns of each run another host changed (the hints of a shared store)
+                on_hint=[feed.hinted],
                 owner=owner,
                 leases=LeaseSettings(settings.lease_seconds),
                 # hand-off nodes reach other agents through the guarded egress client
@@ -251,6 +258,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
             a2a = a2a_capabilities(settings)
             app.state.verifier = verifier
             app.state.logs = logs
+            app.state.run_feed = feed
             app.state.a2a = A2ASurface(settings, a2a, store, engine, registry, logs, verifier, egress.guard, egress.box)
             app.state.rest = RestSurface(
                 settings,
@@ -259,6 +267,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
                 registry,
                 notifier,
                 logs,
+                feed,
                 signer,
                 egress.guard,
                 egress.box,
@@ -304,6 +313,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
     routers = [
         discovery.router,
         workflows.router,
+        runs_watch.router,
         runs.router,
         events.router,
         interrupts.router,
@@ -390,6 +400,9 @@ class Server(uvicorn.Server):
         logs: RunLogs | None = getattr(self.endpoint.app.state, "logs", None)
         if logs is not None:
             logs.stop()
+        feed: RunFeed | None = getattr(self.endpoint.app.state, "run_feed", None)
+        if feed is not None:
+            feed.stop()
         await super().shutdown(sockets)
 
     def request_exit(self) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from inproc import InProcessHost
 from playwright.sync_api import Page, expect
 
-#: every wait for the page; the runs list refreshes every 2 s, so a new run shows within that
+#: every wait for the page (the runs list is live over /v1/runs:watch: a new run shows within moments)
 TIMEOUT_MS = 15_000
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlparse
 
 import httpx
 from console_pages import TIMEOUT_MS, a2a_send, open_run, sign_in
@@ -28,11 +29,16 @@ def test_a_waiting_run_appears_live_is_approved_and_completes_without_a_reload(
     assert host.dev_key
     sign_in(page, host, host.dev_key)
     page.evaluate("window.__sameDocument = true")  # gone if anything reloads the page
+    expect(page.locator("#runs-updated")).to_have_attribute("data-live", "true", timeout=TIMEOUT_MS)
+    expect(page.locator("#runs-updated")).to_contain_text("Live")
+    lists: list[str] = []  # every read of the runs list from now on
+    page.on("request", lambda request: lists.append(request.url) if urlparse(request.url).path == "/v1/runs" else None)
 
     task = a2a_send(host, host.dev_key, "approval-gated", "Publish the Q3 report")
     assert task["status"]["state"] == "input-required"
     row = _row(page, task["id"])
     expect(row).to_be_visible(timeout=TIMEOUT_MS)  # arrives with no reload
+    assert lists == [], "the row came from a re-read of the list, not from the live feed (/v1/runs:watch)"
     expect(row).to_contain_text("waiting-approval")
     expect(row).to_contain_text("approval-gated")
     expect(row).to_contain_text("Approval: Approve the draft")
@@ -69,6 +75,24 @@ def test_a_waiting_run_appears_live_is_approved_and_completes_without_a_reload(
     snapshot = host.http(host.dev_key).get(f"/v1/runs/{task['id']}").json()
     assert snapshot["status"] == "completed"
     assert snapshot["nodeStates"]["gate"]["outputs"]["decidedBy"] == "key:dev"
+
+
+def test_a_run_answered_elsewhere_changes_its_row_from_the_feed(page: Page, host: InProcessHost) -> None:
+    assert host.dev_key
+    task = a2a_send(host, host.dev_key, "approval-gated", "Answered from the terminal")
+    sign_in(page, host, host.dev_key)
+    row = _row(page, task["id"])
+    expect(row).to_contain_text("waiting-approval", timeout=TIMEOUT_MS)
+    expect(page.locator("#runs-updated")).to_have_attribute("data-live", "true", timeout=TIMEOUT_MS)
+    lists: list[str] = []
+    page.on("request", lambda request: lists.append(request.url) if urlparse(request.url).path == "/v1/runs" else None)
+    answered = host.http(host.dev_key).post(
+        f"/v1/runs/{task['id']}/interrupts/gate", json={"resumeValue": {"action": "accept"}}
+    )
+    assert answered.status_code == 200, answered.text
+    expect(row).to_contain_text("completed", timeout=TIMEOUT_MS)
+    expect(row).not_to_contain_text("Approval:")
+    assert lists == [], "the row changed through a re-read of the list, not the live feed"
 
 
 def test_phone_width_shows_the_list_and_a_waiting_run_in_one_column(

@@ -58,7 +58,16 @@ async def test_lifecycle_refuses_a_second_open_and_use_after_close(store: Store)
         await store.get_run("run_x")
 
 
-MULTI_HOST = ["shared", "claim_run", "renew_leases", "release_run", "orphaned_runs", "announce", "on_announce"]
+MULTI_HOST = [
+    "shared",
+    "claim_run",
+    "renew_leases",
+    "release_run",
+    "orphaned_runs",
+    "announce",
+    "on_announce",
+    "on_hints_missed",
+]
 
 
 async def test_the_multi_host_surface_exists(store: Store) -> None:

@@ -258,8 +258,11 @@ async def test_the_listener_and_the_notifier_reconnect_when_their_connections_dr
 ) -> None:
     a, b = await postgres_stores(), await postgres_stores()
     heard: list[str] = []
+    missed: list[str] = []
+    b.on_hints_missed(lambda: missed.append("missed"))  # told at each (re)start of listening
     b.on_announce(heard.append)
     await _announce_until_heard(a, "run_before", heard)
+    assert missed == ["missed"]
 
     admin = await asyncpg.connect(postgres_dsn)
     try:
@@ -271,6 +274,7 @@ async def test_the_listener_and_the_notifier_reconnect_when_their_connections_dr
         await admin.close()
     assert killed == 2
     await _announce_until_heard(a, "run_after", heard, timeout=15)
+    assert missed == ["missed", "missed"], "hints sent while the listener was away may be lost: it says so"
 
 
 async def test_the_listener_keeps_its_connection_checked(postgres_dsn: str) -> None:

@@ -85,6 +85,7 @@ class Engine:
         *,
         projectors: Sequence[Projector] = (),
         on_commit: Sequence[CommitHook] = (),
+        on_hint: Sequence[Callable[[str], None]] = (),
         owner: str | None = None,
         leases: LeaseSettings | None = None,
         peers: PeerPort | None = None,
@@ -93,7 +94,8 @@ class Engine:
     ) -> None:
         """``projectors`` say what a commit writes beside its events and run row (task
         records, outbox rows), in order; ``on_commit`` hooks learn of each commit once it is
-        durable, before observers are woken. ``peers`` is how hand-off nodes reach other
+        durable, before observers are woken; ``on_hint`` hooks learn of each run another host
+        sharing the store changed (its id, as the hint says). ``peers`` is how hand-off nodes reach other
         agents (without it they fail ``a2a_peer_not_configured``); ``handlers`` the node types it
         runs (``nodes.node_handlers``: the registry is built from the same)."""
         self._handlers = handlers
@@ -127,6 +129,7 @@ class Engine:
         self._stopping = False
         self._projectors = tuple(projectors)
         self._on_commit = tuple(on_commit)
+        self._on_hint = tuple(on_hint)
         #: a hand-off is followed only by the host holding its run's lease, for as long as it follows it
         self.handoffs = Handoffs(
             store,
@@ -496,6 +499,8 @@ class Engine:
         if self.handoffs.hint(run_id):  # a hand-off id, not a run id: a push that landed on another host
             return
         self.notifier.publish(run_id)
+        for hook in self._on_hint:
+            hook(run_id)
         self.handoffs.committed(run_id)  # a cancel or an answer made on another host: its follower here acts now
         if run_id in self._sleeps:
             task = asyncio.create_task(self._check_cancel(run_id), name=f"tether-check-{run_id}")

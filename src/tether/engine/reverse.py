@@ -82,6 +82,9 @@ def _mirror(batch: Batch, node_id: str, task: PeerTask, ref: PeerRef) -> None:
     if task.state == "auth-required":
         question = _text(task.message, "The peer agent needs authentication to go on.")
         data: dict[str, Any] = {"questions": [{"id": "auth", "question": question}], "contextType": PEER_AUTH}
+        data["peer"] = source
+        if task.message is not None:
+            data["message"] = task.message[:_MESSAGE_MAX]
         ask_events(batch, node_id, "clarification", data, subkind=PEER_AUTH)
         return
     if carrier.get("kind") == "approval":
@@ -105,7 +108,10 @@ def _mirror(batch: Batch, node_id: str, task: PeerTask, ref: PeerRef) -> None:
     ]
     if not questions:
         questions = [{"id": "q1", "question": _text(task.message, "The peer agent needs more input.")}]
-    ask_events(batch, node_id, "clarification", {"questions": questions, "contextType": PEER_INPUT}, subkind=PEER_INPUT)
+    data = {"questions": questions, "contextType": PEER_INPUT, "peer": source}
+    if task.message is not None:
+        data["message"] = task.message[:_MESSAGE_MAX]  # the peer's own words, beside the questions made of them
+    ask_events(batch, node_id, "clarification", data, subkind=PEER_INPUT)
 
 
 def withdraw(batch: Batch, interrupt: InterruptRecord, peer_state: str) -> None:

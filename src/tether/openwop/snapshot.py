@@ -6,6 +6,7 @@ from typing import Any
 
 from tether import clock
 from tether.engine.batch import ENGINE_VERSION
+from tether.engine.reverse import peer_subkind
 from tether.openwop.tokens import TokenSigner
 from tether.run_state import InterruptRecord
 from tether.store.base import RunRow
@@ -64,4 +65,28 @@ def run_snapshot(row: RunRow, signer: TokenSigner, principal: Principal | None) 
         }
         if state.get("askExchanges", {}).get(interrupt["nodeId"]):
             snap["interrupt"]["askExchanges"] = state["askExchanges"][interrupt["nodeId"]]
+        if peer_subkind(interrupt):
+            snap["interrupt"]["peerQuestion"] = peer_question(row, interrupt)
     return snap
+
+
+def peer_question(row: RunRow, interrupt: InterruptRecord) -> dict[str, Any]:
+    """What the peer of a hand-off asked, as it said it: the interrupt mirrors it (a Tether extension).
+
+    ``message`` is the text of the status message the peer sent with ``input-required``
+    (or ``auth-required``; None when it sent none), ``agent`` and ``taskId`` say who asked.
+    All of it is the peer's, never checked: ``contentTrust`` is always ``untrusted``, and a
+    client shows it as text. Answer it at ``POST /v1/runs/{id}/interrupts/{nodeId}``.
+    """
+    node: dict[str, Any] = dict(row.state.get("nodeStates", {}).get(interrupt["nodeId"]) or {})
+    handoff: dict[str, Any] = node.get("handoff") or {}
+    data: dict[str, Any] = interrupt.get("data") or {}
+    artifact = data.get("artifactData")
+    message = data.get("message", artifact.get("message") if isinstance(artifact, dict) else None)
+    return {
+        "agent": handoff.get("agent"),
+        "taskId": handoff.get("taskId"),
+        "peerState": handoff.get("peerState"),
+        "message": message if isinstance(message, str) else None,
+        "contentTrust": "untrusted",
+    }

@@ -14,6 +14,7 @@ from tether.engine.engine import Engine
 from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
+from tether.engine.run_feed import RunFeed
 from tether.openwop.tokens import TokenSigner
 from tether.secrets import SecretBox
 from tether.settings import Settings
@@ -32,6 +33,8 @@ class RestSurface:
     registry: WorkflowRegistry
     notifier: Notifier
     logs: RunLogs
+    #: every run change of the host: what ``GET /v1/runs:watch`` follows
+    feed: RunFeed
     signer: TokenSigner
     #: checks webhook and callback URLs before anything is stored
     guard: EgressGuard

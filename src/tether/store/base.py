@@ -454,3 +454,8 @@ class Store(Protocol):
     def on_announce(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(run_id)`` for each hint another host sends."""
         ...
+
+    def on_hints_missed(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` whenever hints of other hosts may have been missed (listening
+        started, or started again after a lost connection)."""
+        ...

@@ -152,9 +152,25 @@ function external(run, can) {
   return [heading, form];
 }
 
+/**
+ * What the peer of a hand-off asked (`interrupt.peerQuestion`): the agent's own words, never
+ * checked by anyone, so marked as untrusted and shown as text only (h() never parses HTML).
+ */
+function peerQuestion(question) {
+  return h(
+    "div",
+    { class: "peer-question", id: "peer-question", role: "group", "aria-labelledby": "peer-question-title", "aria-describedby": "peer-question-trust" },
+    h("h3", { id: "peer-question-title" }, "The peer agent asks"),
+    h("p", { class: "untrusted", id: "peer-question-trust" }, "Untrusted peer content: written by the agent this run handed off to, not by Tether or your team. Shown as plain text."),
+    h("dl", { class: "peer-source" }, h("dt", {}, "Agent"), h("dd", { class: "mono" }, question.agent ?? "unknown"), h("dt", {}, "Peer task"), h("dd", { class: "mono" }, question.taskId ?? "unknown")),
+    h("blockquote", { id: "peer-question-message", class: "peer-message" }, question.message ?? "(The peer sent no message with its question.)"),
+  );
+}
+
 /** The answering panel of a waiting run (`run.interrupt` set). */
 export function answerPanel(run, can) {
   const kind = run.interrupt.kind;
   const content = kind === "approval" ? approval(run, can) : kind === "clarification" ? clarification(run, can) : external(run, can);
-  return h("section", { class: "card answer", id: "answer", "aria-labelledby": "answer-title" }, content);
+  const asked = run.interrupt.peerQuestion ? peerQuestion(run.interrupt.peerQuestion) : null;
+  return h("section", { class: "card answer", id: "answer", "aria-labelledby": "answer-title" }, content[0], asked, content.slice(1));
 }

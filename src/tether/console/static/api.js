@@ -79,20 +79,17 @@ export async function abilities() {
   return { cancel, answer, deliveries, workflows };
 }
 
-/**
- * Follow a run's events over SSE (fetch, so the key goes in a header), from after `after`.
- * Calls onEvent for each; resolves when the stream ends (the run ended), rejects on error.
- */
-export async function followEvents(runId, after, onEvent, signal) {
+/** Open an SSE stream with fetch (so the key goes in a header); rejects unless the host answers 200. */
+async function openStream(path, lastEventId, signal) {
   const extra = { Accept: "text/event-stream" };
-  if (after >= 0) extra["Last-Event-ID"] = String(after);
-  const response = await fetch(`/v1/runs/${encodeURIComponent(runId)}/events?streamMode=debug`, {
-    headers: headers(extra),
-    signal,
-    cache: "no-store",
-    credentials: "omit",
-  });
+  if (lastEventId !== null && lastEventId !== undefined) extra["Last-Event-ID"] = String(lastEventId);
+  const response = await fetch(path, { headers: headers(extra), signal, cache: "no-store", credentials: "omit" });
   if (!response.ok) throw new ApiError(response.status, `http_${response.status}`, `The event stream answered ${response.status}.`);
+  return response;
+}
+
+/** Call onFrame({id, event, data}) for each SSE frame (comments skipped) until the host closes the stream. */
+async function readFrames(response, onFrame) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
@@ -101,14 +98,29 @@ export async function followEvents(runId, after, onEvent, signal) {
     buffer += value.replaceAll("\r\n", "\n");
     let end;
     while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const frame = buffer.slice(0, end);
+      const lines = buffer.slice(0, end).split("\n");
       buffer = buffer.slice(end + 2);
-      const data = frame
-        .split("\n")
-        .filter((line) => line.startsWith("data:"))
-        .map((line) => line.slice(5).replace(/^ /, ""))
-        .join("\n");
-      if (data) onEvent(JSON.parse(data));
+      const field = (name) => lines.filter((line) => line.startsWith(`${name}:`)).map((line) => line.slice(name.length + 1).replace(/^ /, ""));
+      const data = field("data").join("\n");
+      if (data) onFrame({ id: field("id").at(-1) ?? null, event: field("event").at(-1) ?? "message", data: JSON.parse(data) });
     }
   }
+}
+
+/**
+ * Follow a run's events over SSE, from after `after`.
+ * Calls onEvent for each; resolves when the stream ends (the run ended), rejects on error.
+ */
+export async function followEvents(runId, after, onEvent, signal) {
+  const response = await openStream(`/v1/runs/${encodeURIComponent(runId)}/events?streamMode=debug`, after >= 0 ? after : null, signal);
+  await readFrames(response, (frame) => onEvent(frame.data));
+}
+
+/**
+ * Watch every run of the key's tenant change (GET /v1/runs:watch), resuming after `lastEventId`.
+ * Calls onFrame({id, event, data}) for each `sync`, `run` and `end` frame; resolves when the host
+ * ends the stream, rejects on error.
+ */
+export async function watchRuns(lastEventId, onFrame, signal) {
+  await readFrames(await openStream("/v1/runs:watch", lastEventId, signal), onFrame);
 }

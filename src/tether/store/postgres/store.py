@@ -506,6 +506,10 @@ class PostgresStore:
         if self._state == "open":
             self._listener.start()
 
+    def on_hints_missed(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` each time the listener starts listening: hints sent before were missed."""
+        self._listener.on_listening(callback)
+
 
 if TYPE_CHECKING:
 

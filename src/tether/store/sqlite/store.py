@@ -526,6 +526,9 @@ class SqliteStore:
     def on_announce(self, callback: Callable[[str], None]) -> None:
         """Nothing ever arrives: no other host shares this file."""
 
+    def on_hints_missed(self, callback: Callable[[], None]) -> None:
+        """No hint can be missed: none is ever sent."""
+
 
 if TYPE_CHECKING:
 
