@@ -10,7 +10,12 @@ violates the document must be refused (4xx). A refused request that could write
 (POST, DELETE) must have written nothing: the store's row counts are compared around it.
 
 Generation is bounded (``MAX_EXAMPLES`` per operation) and derandomized, with no example
-database, so a run sends the same requests every time. No operation is excluded: the
+database, so a run sends the same requests every time (measured: the same 1,095 requests,
+in order, in two runs of this module). One caveat: hypothesis now and then draws a constant
+it found in the source modules loaded (``.hypothesis/constants``), so this module run alone
+and run within the whole suite may differ in a few generated values; each is repeatable.
+The operations that declare the API key are also sent without it and with a made-up one
+(``ignored_auth``), and must refuse both. No operation is excluded: the
 event stream is safe to fuzz because generated run ids never name a real run (it answers
 404 or 400 at once), and the purge only removes runs that ended, which the last test
 creates for itself.
@@ -36,6 +41,7 @@ from inproc import InProcessHost
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    ignored_auth,
     negative_data_rejection,
     response_schema_conformance,
     status_code_conformance,
@@ -50,6 +56,8 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
     negative_data_rejection,
+    # an operation that declares the API key answers 401 without it, and with a made-up one
+    ignored_auth,
 ]
 #: the tables a refused request must leave as they were (not ``run_events`` and ``outbox``: runs that
 #: an earlier, accepted request started may still be writing those)
@@ -118,8 +126,9 @@ def test_live_resources_answer_as_documented(world: World, served_document: sche
     http = world.host.http(world.key)
     gated = http.post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "draft"}}).json()["runId"]
     to_cancel = http.post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "x"}}).json()["runId"]
+    by_token = http.post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "y"}}).json()["runId"]
     echoed = http.post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "hi"}}).json()["runId"]
-    for run_id in (gated, to_cancel):
+    for run_id in (gated, to_cancel, by_token):
         wait_until(lambda r=run_id: http.get(f"/v1/runs/{r}").json()["status"] == "waiting-approval", what="the gate")
     wait_until(lambda: http.get(f"/v1/runs/{echoed}").json()["status"] == "completed", what="the echo run")
     snapshot = http.get(f"/v1/runs/{gated}").json()
@@ -146,6 +155,11 @@ def test_live_resources_answer_as_documented(world: World, served_document: sche
     accept = {"resumeValue": {"action": "accept"}}
     check(path, "POST", 200, path_parameters={"run_id": gated, "node_id": node}, body=accept)
     check("/v1/interrupts/{token}", "GET", 409, path_parameters={"token": token})
+    other = http.get(f"/v1/runs/{by_token}").json()["interrupt"]["interruptToken"]
+    check("/v1/interrupts/{token}", "POST", 400, path_parameters={"token": other}, body={"resumeValue": "yes"})
+    check("/v1/interrupts/{token}", "POST", 200, path_parameters={"token": other}, body=accept)
+    check("/v1/interrupts/{token}", "POST", 409, path_parameters={"token": other}, body=accept)
+    check("/v1/interrupts/{token}", "GET", 400, path_parameters={"token": other[:-2]})
     cancelled = check("/v1/runs/{run_id}/cancel", "POST", 200, path_parameters={"run_id": to_cancel}, body={})
     assert cancelled["status"] == "cancelled"
     check(path, "POST", 422, path_parameters={"run_id": to_cancel, "node_id": node}, body={"resumeValue": {}})
