@@ -21,8 +21,9 @@ event stream is safe to fuzz because generated run ids never name a real run (it
 creates for itself.
 
 Generated ids never find a resource, so ``test_live_resources_answer_as_documented``
-sends fixed requests about real runs (a snapshot with a pending interrupt, the
-long-poll, the interrupt's token, cancel and resolve) through the same checks.
+sends fixed requests about real runs and a real webhook (a snapshot with a pending
+interrupt, the long-poll, the interrupt's token, cancel, resolve, a delivery) through
+the same checks.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     data_dir: Path = tmp_path_factory.mktemp("openapi") / "host"
-    host = InProcessHost(data_dir).start()
+    # loopback is exempt from the egress guard, so a webhook on it is taken (its deliveries fail, as they may)
+    host = InProcessHost(data_dir, "--egress-allow-cidr", "127.0.0.1/32").start()
     try:
         assert host.dev_key, "a fresh data directory makes a key with every scope"
         yield World(host, host.dev_key)
@@ -141,6 +143,14 @@ def test_live_resources_answer_as_documented(world: World, served_document: sche
         assert response.status_code == expected, response.text
         return response.json() if response.content else {}
 
+    hook = {"url": "https://127.0.0.1:9/hook", "events": ["run.completed"]}
+    webhook_id = check("/v1/webhooks", "POST", 201, body=hook)["webhookId"]
+    finished = http.post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "hook"}}).json()["runId"]
+    wait_until(lambda: http.get("/v1/deliveries").json()["deliveries"], what="a delivery of the webhook")
+    deliveries = check("/v1/deliveries", "GET", 200, query={"limit": 10})["deliveries"]
+    assert finished in {d["runId"] for d in deliveries}
+    check("/v1/webhooks/{webhook_id}", "DELETE", 204, path_parameters={"webhook_id": webhook_id})
+    check("/v1/webhooks/{webhook_id}", "DELETE", 404, path_parameters={"webhook_id": webhook_id})
     assert check("/v1/runs/{run_id}", "GET", 200, path_parameters={"run_id": gated})["interrupt"]["nodeId"] == node
     check("/v1/runs/{run_id}", "GET", 200, path_parameters={"run_id": echoed})
     check("/v1/runs", "GET", 200, query={"status": "waiting-approval", "limit": 1})
