@@ -6,7 +6,8 @@ examples, its boundary cases (the coverage phase: each length, pattern, enum and
 just inside and just outside) and generated requests, both valid and schema-violating
 ones. Each answer must be no 5xx, carry a status and a content type the operation
 declares, and have a body that validates against the declared schema; a request that
-violates the document must be refused (4xx). A refused request that could write
+violates the document must be refused (4xx), and a method it does not list on a
+path must be answered 405 with ``Allow``. A refused request that could write
 (POST, DELETE) must have written nothing: the store's row counts are compared around it.
 
 Generation is bounded (``MAX_EXAMPLES`` per operation) and derandomized, with no example
@@ -43,9 +44,11 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     ignored_auth,
+    missing_required_header,
     negative_data_rejection,
     response_schema_conformance,
     status_code_conformance,
+    unsupported_method,
 )
 
 #: generated requests per operation and phase (the coverage phase adds its boundary cases)
@@ -59,6 +62,9 @@ CHECKS = [
     negative_data_rejection,
     # an operation that declares the API key answers 401 without it, and with a made-up one
     ignored_auth,
+    # a method the document does not list on a path is 405, with an Allow header
+    unsupported_method,
+    missing_required_header,
 ]
 #: the tables a refused request must leave as they were (not ``run_events`` and ``outbox``: runs that
 #: an earlier, accepted request started may still be writing those)
