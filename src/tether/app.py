@@ -52,7 +52,7 @@ from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_w
 from tether.engine.retention import Retention
 from tether.engine.run_feed import RunFeed
 from tether.engine.workflow import load_workflow_file
-from tether.http import errors
+from tether.http import errors, openapi
 from tether.http.middleware import BodyLimit, DateHeader, TraceparentEcho
 from tether.ids import new_id
 from tether.openwop import discovery, events, interrupts, runs, webhooks, workflows
@@ -325,6 +325,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
     ]
     for router in routers:
         app.include_router(router)
+    openapi.install(app)
     app.add_middleware(TraceparentEcho)
     app.add_middleware(DateHeader)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

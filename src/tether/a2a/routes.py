@@ -16,6 +16,7 @@ from tether.a2a.card import agent_card, strict_v10
 from tether.a2a.push import push_record
 from tether.a2a.surface import a2a_of
 from tether.errors import NotFound
+from tether.http.openapi import AUTHENTICATED, answer, refusals
 from tether.http.requests import require
 from tether.http.responses import json_response
 from tether.types import Principal
@@ -25,8 +26,12 @@ __all__ = ["router"]
 router = APIRouter(tags=["a2a"])
 
 
-@router.get(AGENT_CARD_PATH)
-@router.get(LEGACY_CARD_PATH)
+_CARD = answer(200, "The agent card.")
+_TASK = {**answer(200, "The A2ATaskState."), **refusals(*AUTHENTICATED, 404)}
+
+
+@router.get(AGENT_CARD_PATH, responses=_CARD)
+@router.get(LEGACY_CARD_PATH, responses=_CARD)
 async def get_agent_card(request: Request) -> Response:
     """Public (no credentials): how to reach this agent and what it can do.
 
@@ -48,8 +53,8 @@ async def get_agent_card(request: Request) -> Response:
     return Response(body, media_type="application/json", headers=headers)
 
 
-@router.get("/v1/a2a/tasks/{task_id}")
-@router.get("/v1/host/sample/a2a/tasks/{task_id}")
+@router.get("/v1/a2a/tasks/{task_id}", responses=_TASK)
+@router.get("/v1/host/sample/a2a/tasks/{task_id}", responses=_TASK)
 async def get_task_state(
     task_id: str, request: Request, principal: Principal = Depends(require("runs:read"))
 ) -> Response:

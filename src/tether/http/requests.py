@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from fastapi import Request
+from fastapi import Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tether.auth.keys import KeyVerifier
 from tether.errors import Forbidden, InvalidInput, TetherError
@@ -26,10 +27,20 @@ def verifier_of(request: Request) -> KeyVerifier:
     return verifier
 
 
-def require(scope: str) -> Callable[[Request], Awaitable[Principal]]:
+#: the API key as the OpenAPI document declares it (``securitySchemes``); ``require`` checks it, this never refuses
+API_KEY = HTTPBearer(
+    scheme_name="apiKey",
+    description="A Tether API key (`tether keys create`): `Authorization: Bearer tk_<id>_<secret>`.",
+    auto_error=False,
+)
+
+
+def require(scope: str) -> Callable[..., Awaitable[Principal]]:
     """A dependency that authenticates the caller and checks one scope (401, then 403)."""
 
-    async def dependency(request: Request) -> Principal:
+    async def dependency(
+        request: Request, declared: HTTPAuthorizationCredentials | None = Security(API_KEY)
+    ) -> Principal:
         principal = await verifier_of(request).verify(request.headers.get("authorization"))
         if not principal.can(scope):
             raise Forbidden(f"this API key lacks the scope {scope!r}", details={"scopeRequired": scope})

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from tether import __version__
+from tether.http.openapi import answer
 from tether.http.responses import json_response
 from tether.openwop.surface import RestSurface, rest_of
 
@@ -38,7 +39,7 @@ def discovery_document(rest: RestSurface) -> dict[str, Any]:
     }
 
 
-@router.get("/.well-known/openwop")
+@router.get("/.well-known/openwop", responses=answer(200, "The discovery document."))
 async def discovery(request: Request) -> Response:
     """Public: the capability families at the document root, each flag honest."""
     return json_response(discovery_document(rest_of(request)), headers={"Cache-Control": "public, max-age=60"})

@@ -7,16 +7,19 @@ stream missed nothing when it reconnects, and any number of observers see one lo
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response, StreamingResponse
 
 from tether.errors import InvalidInput, UnsupportedStreamMode
+from tether.http.openapi import AUTHENTICATED, answer, refusals
 from tether.http.requests import require
-from tether.openwop.runs import load_run
+from tether.openwop.models import EventPage
+from tether.openwop.runs import RunId, load_run
 from tether.openwop.surface import RestSurface, rest_of
 from tether.types import TERMINAL, Principal
 
@@ -48,17 +51,20 @@ UPDATES = frozenset(
     }
 )
 STREAM_MODES = ("updates", "messages", "debug")
+_MODE = "(" + "|".join(STREAM_MODES) + ")"
+#: what ``streamMode`` takes: modes separated by commas, spaces around them allowed; empty is ``updates``
+STREAM_MODE_PATTERN = rf"^( *{_MODE} *(, *{_MODE} *)*)?$"
+_STREAM_MODE = re.compile(STREAM_MODE_PATTERN)
 
 
 def parse_stream_modes(raw: str | None) -> frozenset[str]:
-    modes = frozenset(m.strip() for m in (raw or "updates").split(",") if m.strip())
-    bad = sorted(m for m in modes if m not in STREAM_MODES)
-    if bad or not modes:
+    """The modes ``raw`` asks for; anything ``STREAM_MODE_PATTERN`` does not match is refused (400)."""
+    if not _STREAM_MODE.fullmatch(raw or ""):
         raise UnsupportedStreamMode(
-            f"streamMode {bad[0] if bad else raw!r} is not served here; use {', '.join(STREAM_MODES)}",
+            f"streamMode {raw!r} is not served here; use {', '.join(STREAM_MODES)}, separated by commas",
             details={"supported": list(STREAM_MODES)},
         )
-    return modes
+    return frozenset(m.strip(" ") for m in (raw or "updates").split(","))
 
 
 def admits(modes: frozenset[str], event_type: str) -> bool:
@@ -69,16 +75,17 @@ def admits(modes: frozenset[str], event_type: str) -> bool:
     return "messages" in modes and event_type == "ai.message.chunk"
 
 
+#: ``Last-Event-ID``: the sequence number of the last event seen (-1: none yet); empty means none
+LAST_EVENT_ID_PATTERN = r"^ *(-1|[0-9]{1,18})? *$"
+_LAST_EVENT_ID = re.compile(LAST_EVENT_ID_PATTERN)
+
+
 def parse_last_event_id(raw: str | None) -> int:
-    if raw is None or raw.strip() == "":
+    if raw is None or raw.strip(" ") == "":
         return -1
-    try:
-        value = int(raw.strip())
-    except ValueError as exc:
-        raise InvalidInput("Last-Event-ID must be the sequence number of an event") from exc
-    if value < -1:
-        raise InvalidInput("Last-Event-ID must be a sequence number (0 or more)")
-    return value
+    if not _LAST_EVENT_ID.fullmatch(raw):
+        raise InvalidInput("Last-Event-ID must be the sequence number of an event (0 or more)")
+    return int(raw.strip(" "))
 
 
 async def event_frames(rest: RestSurface, run_id: str, after: int, modes: frozenset[str]) -> AsyncIterator[bytes]:
@@ -97,37 +104,50 @@ async def event_frames(rest: RestSurface, run_id: str, after: int, modes: frozen
                 return
 
 
-@router.get("/v1/runs/{run_id}/events", response_class=StreamingResponse)
+@router.get(
+    "/v1/runs/{run_id}/events",
+    response_class=StreamingResponse,
+    responses={
+        **answer(200, "The event stream.", {"type": "string"}, "text/event-stream"),
+        **refusals(*AUTHENTICATED, 400, 404),
+    },
+)
 async def stream_events(
     request: Request,
-    run_id: str,
-    streamMode: str | None = None,
+    run_id: RunId,
+    streamMode: str | None = Query(
+        default=None,
+        # documented, and checked by parse_stream_modes, which refuses with its own code
+        json_schema_extra={"pattern": STREAM_MODE_PATTERN},
+        description="Comma-separated: updates (the default), messages, debug.",
+    ),
+    last_event_id: str | None = Header(
+        default=None,
+        alias="Last-Event-ID",
+        json_schema_extra={"pattern": LAST_EVENT_ID_PATTERN},
+        description="Resume after this sequence number.",
+    ),
     principal: Principal = Depends(require("runs:read")),
 ) -> Response:
     """Server-sent events; ``id:`` is the sequence, so ``Last-Event-ID`` resumes exactly."""
     modes = parse_stream_modes(streamMode)
-    after = parse_last_event_id(request.headers.get("last-event-id"))
+    after = parse_last_event_id(last_event_id)
     await load_run(request, run_id, principal)
     rest = rest_of(request)
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return StreamingResponse(event_frames(rest, run_id, after, modes), media_type="text/event-stream", headers=headers)
 
 
-@router.get("/v1/runs/{run_id}/events/poll")
+@router.get("/v1/runs/{run_id}/events/poll", response_model=EventPage, responses=refusals(*AUTHENTICATED, 400, 404))
 async def poll_events(
     request: Request,
-    run_id: str,
-    lastSequence: str | None = None,
-    timeout: float = Query(default=30, ge=0, le=60),
+    run_id: RunId,
+    lastSequence: int | None = Query(default=None, ge=-1, description="Events after this sequence number."),
+    timeout: float = Query(default=30, ge=0, le=60, description="Seconds to wait for the first event."),
     principal: Principal = Depends(require("runs:read")),
 ) -> Response:
     """Events after ``lastSequence``; waits up to ``timeout`` seconds for the first one."""
-    try:
-        after = -1 if lastSequence is None else int(lastSequence)
-    except ValueError as exc:
-        raise InvalidInput("lastSequence must be an integer sequence number") from exc
-    if after < -1:
-        raise InvalidInput("lastSequence must be 0 or more")
+    after = -1 if lastSequence is None else lastSequence
     rest = rest_of(request)
     row = await load_run(request, run_id, principal)
     loop = asyncio.get_running_loop()

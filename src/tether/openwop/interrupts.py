@@ -8,15 +8,20 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from tether.errors import Conflict, Forbidden
+from tether.http.openapi import JSON_BODY, refusals
 from tether.http.requests import body_schema, json_body, parse_model
 from tether.http.responses import json_response
-from tether.openwop.models import ERRORS, ResolveRequest
+from tether.openwop.models import InterruptView, ResolveRequest, ResolveResponse
 from tether.openwop.surface import rest_of
 from tether.openwop.tokens import TokenClaims
 from tether.run_state import InterruptRecord
 from tether.types import Principal
 
-router = APIRouter(tags=["interrupts"], responses=ERRORS)
+router = APIRouter(tags=["interrupts"])
+
+#: what every token route refuses: a forged or malformed token (400), one resolved or whose run ended (409),
+#: one expired (410)
+_TOKEN_REFUSALS = (400, 409, 410)
 
 
 async def _live(request: Request, token: str) -> tuple[TokenClaims, InterruptRecord]:
@@ -29,7 +34,7 @@ async def _live(request: Request, token: str) -> tuple[TokenClaims, InterruptRec
     return claims, interrupt
 
 
-@router.get("/v1/interrupts/{token}")
+@router.get("/v1/interrupts/{token}", response_model=InterruptView, responses=refusals(*_TOKEN_REFUSALS))
 async def inspect_interrupt(request: Request, token: str) -> Response:
     """What the interrupt asks (no API key: the token is the credential)."""
     _, interrupt = await _live(request, token)
@@ -55,7 +60,13 @@ async def _resolve(request: Request, token: str) -> Response:
     return json_response({"runId": row.run_id, "nodeId": claims.node_id, "status": row.status})
 
 
-@router.post("/v1/interrupts/{token}", openapi_extra=body_schema(ResolveRequest))
+@router.post(
+    "/v1/interrupts/{token}",
+    response_model=ResolveResponse,
+    # 403: the token may inspect the interrupt, not resolve it; 404/422: the engine's, as on the run's route
+    responses=refusals(*_TOKEN_REFUSALS, *JSON_BODY, 403, 404, 422),
+    openapi_extra=body_schema(ResolveRequest),
+)
 async def resolve_by_token(request: Request, token: str) -> Response:
     """Resolve with the token; once used it answers 409, once expired 410."""
     return await _resolve(request, token)

@@ -1,21 +1,38 @@
-"""Request and response bodies of the REST surface (they feed the OpenAPI document)."""
+"""Request and response bodies of the REST surface (they feed the OpenAPI document).
+
+Requests are parsed strictly (``strict=True``): a ``1`` is no boolean and a ``"5"`` no
+integer, so a body the document calls invalid is refused, never coerced. The response
+models only describe; routes render their answers themselves.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from tether.types import RunStatus
 
+#: the longest run, workflow or tenant id the host takes
+ID_MAX = 128
 
-class CreateRunRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+Id = Annotated[str, Field(min_length=1, max_length=ID_MAX)]
 
-    workflowId: str = Field(min_length=1, max_length=128)
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CreateRunRequest(_Request):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"workflowId": "echo", "inputs": {"prompt": "hello"}}]},
+    )
+
+    workflowId: str = Field(min_length=1, max_length=ID_MAX)
     inputs: dict[str, Any] = Field(default_factory=dict)
-    tenantId: str | None = Field(default=None, max_length=128)
-    scopeId: str | None = Field(default=None, max_length=128)
+    tenantId: str | None = Field(default=None, max_length=ID_MAX)
+    scopeId: str | None = Field(default=None, max_length=ID_MAX)
     callbackUrl: str | None = None
     configurable: dict[str, Any] | None = None
     tags: list[Annotated[str, Field(max_length=256)]] = Field(default_factory=list, max_length=100)
@@ -29,16 +46,30 @@ class CreateRunResponse(BaseModel):
     statusUrl: str
 
 
-class CancelRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class CancelRequest(_Request):
     reason: str | None = Field(default=None, max_length=512)
 
 
-class PurgeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
 
-    before: AwareDatetime = Field(description="Purge the caller's runs that ended before this instant (with offset).")
+
+def _rfc3339(value: Any) -> Any:
+    """Only an RFC 3339 date-time, as the document says: not a number, nor a bare date, nor a Unix time."""
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2026-01-31T00:00:00Z")
+    return value
+
+
+#: a date-time as JSON carries it (``format: date-time``), parsed to an aware datetime
+DateTime = Annotated[AwareDatetime, BeforeValidator(_rfc3339)]
+
+
+class PurgeRequest(_Request):
+    before: DateTime = Field(
+        strict=False, description="Purge the caller's runs that ended before this instant (with offset)."
+    )
     dryRun: bool = Field(default=False, description="Only list the runs that would go; delete nothing.")
     limit: int = Field(default=1000, ge=1, le=10_000, description="The most runs one call purges.")
 
@@ -54,9 +85,7 @@ class StatusResponse(BaseModel):
     status: RunStatus
 
 
-class ResolveRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ResolveRequest(_Request):
     resumeValue: Any
 
 
@@ -66,12 +95,89 @@ class ResolveResponse(BaseModel):
     status: RunStatus
 
 
-class ErrorEnvelope(BaseModel):
-    error: str
+class RunError(BaseModel):
+    code: str
     message: str
-    details: dict[str, Any] | None = None
+    details: Any = None
 
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorEnvelope} for code in (400, 401, 403, 404, 409, 410, 413, 415, 422)
-}
+class PendingInterrupt(BaseModel):
+    """The interrupt a run waits at, with a token to answer it at ``/v1/interrupts/{token}``."""
+
+    kind: str
+    nodeId: str
+    interruptId: str
+    interruptToken: str
+    key: str
+    data: Any = None
+    requestedAt: str
+    timeoutMs: int | None = None
+    askExchanges: list[Any] | None = None
+
+
+class RunSnapshot(BaseModel):
+    """A run as ``GET /v1/runs/{run_id}`` shows it (OpenWOP ``run-snapshot.schema.json``)."""
+
+    runId: str
+    workflowId: str
+    status: RunStatus
+    owner: dict[str, Any]
+    createdAt: str
+    updatedAt: str
+    nodeStates: dict[str, dict[str, Any]]
+    variables: dict[str, Any]
+    tags: list[str]
+    metadata: dict[str, Any]
+    engineVersion: str
+    eventLogSchemaVersion: int
+    lastSequence: int
+    startedAt: str | None = None
+    completedAt: str | None = None
+    currentNodeId: str | None = None
+    outputs: Any = None
+    error: RunError | None = None
+    interrupt: PendingInterrupt | None = None
+
+
+class RunList(BaseModel):
+    runs: list[RunSnapshot]
+    nextCursor: str | None = Field(description="Pass as ``cursor`` for the next page; null on the last.")
+
+
+class EventPage(BaseModel):
+    """The long-poll's answer: the events after ``lastSequence``, and where the run stands."""
+
+    events: list[dict[str, Any]]
+    isComplete: bool
+    isTerminal: bool
+    runStatus: RunStatus
+    lastEventSeq: int
+
+
+class InterruptView(BaseModel):
+    """What an interrupt asks, as its token's holder sees it."""
+
+    kind: str
+    key: str
+    data: Any = None
+    nodeId: str
+    interruptId: str
+    requestedAt: str
+    timeoutMs: int | None = None
+
+
+class WorkflowEntry(BaseModel):
+    id: str
+    name: str | None = None
+    version: str | None = None
+    description: str | None = None
+    source: str
+    executable: bool
+    problems: list[str]
+
+
+class WorkflowList(BaseModel):
+    workflows: list[WorkflowEntry]
+
+
+DeliveryStatus = Literal["pending", "delivered", "dead"]

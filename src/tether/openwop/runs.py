@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import re
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from starlette.responses import Response
 
 from tether import clock
@@ -17,11 +16,12 @@ from tether.engine.handoff import Handoffs, in_flight
 from tether.engine.retention import BATCH
 from tether.engine.state import STARTED
 from tether.errors import Conflict, Forbidden, InvalidInput, NotFound
+from tether.http.openapi import AUTHENTICATED, JSON_BODY, refusals
 from tether.http.requests import body_schema, json_body, parse_model, require
 from tether.http.responses import json_response
 from tether.ids import new_id
 from tether.openwop.models import (
-    ERRORS,
+    ID_MAX,
     CancelRequest,
     CreateRunRequest,
     CreateRunResponse,
@@ -29,25 +29,30 @@ from tether.openwop.models import (
     PurgeResponse,
     ResolveRequest,
     ResolveResponse,
+    RunList,
+    RunSnapshot,
     StatusResponse,
 )
 from tether.openwop.snapshot import run_snapshot
 from tether.openwop.surface import rest_of
 from tether.openwop.tokens import TokenSigner
 from tether.store.base import IdempotencyRecord, RunRow
-from tether.types import Principal
+from tether.types import Principal, RunStatus
 
-_IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._~:\-]{1,255}$")
-_RUN_ID_MAX = 128
+IDEMPOTENCY_KEY_PATTERN = r"^[A-Za-z0-9._~:\-]{1,255}$"
 CREATE_SCOPE = "POST /v1/runs"
 REPLAY_HEADER = "openwop-Idempotent-Replay"
 
-router = APIRouter(tags=["runs"], responses=ERRORS)
+#: a run id in a path: at most ``ID_MAX`` characters (longer is a 400, never a lookup)
+RunId = Annotated[str, Path(min_length=1, max_length=ID_MAX, description="The run's id (``run_…``).")]
+
+router = APIRouter(tags=["runs"])
 
 
-def _check_run_id(run_id: str) -> None:
-    if len(run_id) > _RUN_ID_MAX:
-        raise InvalidInput(f"a run id is at most {_RUN_ID_MAX} characters")
+def _optional(extra: dict[str, Any]) -> dict[str, Any]:
+    """A documented body the route also takes absent (``POST …/cancel`` with no body cancels)."""
+    extra["requestBody"]["required"] = False
+    return extra
 
 
 def _digest(body: Any) -> str:
@@ -64,8 +69,24 @@ def _replay(record: IdempotencyRecord, digest: str) -> Response:
     return json_response(record.body, record.status_code, {REPLAY_HEADER: "true"})
 
 
-@router.post("/v1/runs", status_code=201, response_model=CreateRunResponse, openapi_extra=body_schema(CreateRunRequest))
-async def create_run(request: Request, principal: Principal = Depends(require("runs:create"))) -> Response:
+@router.post(
+    "/v1/runs",
+    status_code=201,
+    response_model=CreateRunResponse,
+    # 404: the run an Idempotency-Key was first used for has since been purged
+    responses=refusals(*AUTHENTICATED, *JSON_BODY, 404, 409),
+    openapi_extra=body_schema(CreateRunRequest),
+)
+async def create_run(
+    request: Request,
+    idempotency_key: str | None = Header(
+        default=None,
+        alias="Idempotency-Key",
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description="Repeat the request safely: the same key and body answer with the same run.",
+    ),
+    principal: Principal = Depends(require("runs:create")),
+) -> Response:
     """Start a run. Answered 201 only once the run and its first event are on disk."""
     rest = rest_of(request)
     raw = await json_body(request)
@@ -79,12 +100,10 @@ async def create_run(request: Request, principal: Principal = Depends(require("r
             raise InvalidInput(
                 f"callbackUrl: {exc.message}", details={"field": "callbackUrl", **(exc.details or {})}
             ) from exc
-    key = request.headers.get("idempotency-key")
+    key = idempotency_key
     claim = None
     digest = _digest(raw)
     if key is not None:
-        if not _IDEMPOTENCY_KEY.match(key):
-            raise InvalidInput("Idempotency-Key must be 1-255 URL-safe characters")
         existing = await rest.store.get_idempotency(principal.tenant, CREATE_SCOPE, key)
         if existing is not None:
             return _replay(existing, digest)
@@ -116,14 +135,16 @@ async def create_run(request: Request, principal: Principal = Depends(require("r
     return json_response(answer, 201)
 
 
-@router.get("/v1/runs")
+@router.get("/v1/runs", response_model=RunList, responses=refusals(*AUTHENTICATED, 400))
 async def list_runs(
     request: Request,
-    status: str | None = None,
-    workflowId: str | None = Query(default=None, max_length=128),
+    status: RunStatus | None = Query(default=None, description="Only runs in this status."),
+    workflowId: str | None = Query(default=None, max_length=ID_MAX),
     limit: int = Query(default=50, ge=1, le=500),
-    cursor: str | None = Query(default=None, max_length=256),
-    waitingOn: str | None = Query(default=None, max_length=16),
+    cursor: str | None = Query(default=None, max_length=256, description="``nextCursor`` of the page before."),
+    waitingOn: Literal["peer"] | None = Query(
+        default=None, description="``peer``: only the unfinished runs waiting on another agent (one page)."
+    ),
     principal: Principal = Depends(require("runs:read")),
 ) -> Response:
     """Runs of the caller's tenant, newest first; ``nextCursor`` pages on.
@@ -134,8 +155,6 @@ async def list_runs(
     """
     rest = rest_of(request)
     if waitingOn is not None:
-        if waitingOn != "peer":
-            raise InvalidInput("waitingOn: only 'peer' (runs with a hand-off in flight) is served")
         waiting = [
             row
             for row in await rest.store.active_runs()
@@ -166,15 +185,14 @@ async def list_runs(
 
 
 async def load_run(request: Request, run_id: str, principal: Principal) -> RunRow:
-    _check_run_id(run_id)
     row = await rest_of(request).store.get_run(run_id, principal.tenant)
     if row is None:
         raise NotFound(f"no run {run_id!r}", details={"runId": run_id})
     return row
 
 
-@router.get("/v1/runs/{run_id}")
-async def get_run(request: Request, run_id: str, principal: Principal = Depends(require("runs:read"))) -> Response:
+@router.get("/v1/runs/{run_id}", response_model=RunSnapshot, responses=refusals(*AUTHENTICATED, 400, 404))
+async def get_run(request: Request, run_id: RunId, principal: Principal = Depends(require("runs:read"))) -> Response:
     """The run's live snapshot (with a signed token for its pending interrupt)."""
     row = await load_run(request, run_id, principal)
     rest = rest_of(request)
@@ -201,14 +219,18 @@ def _snapshot(row: RunRow, signer: TokenSigner, principal: Principal, handoffs: 
 
 
 async def _cancel(request: Request, run_id: str, principal: Principal) -> Response:
-    _check_run_id(run_id)
     raw = await json_body(request, required=False)
     body: CancelRequest = parse_model(CancelRequest, raw if raw is not None else {})
     row = await rest_of(request).engine.cancel(principal, run_id, body.reason)
     return json_response({"runId": row.run_id, "status": row.status})
 
 
-@router.post("/v1/runs:purge", response_model=PurgeResponse, openapi_extra=body_schema(PurgeRequest))
+@router.post(
+    "/v1/runs:purge",
+    response_model=PurgeResponse,
+    responses=refusals(*AUTHENTICATED, *JSON_BODY),
+    openapi_extra=body_schema(PurgeRequest),
+)
 async def purge_runs(request: Request, principal: Principal = Depends(require("runs:purge"))) -> Response:
     """Purge now, as task retention would later: the caller's tenant's runs that ended before ``before``.
 
@@ -231,27 +253,37 @@ async def purge_runs(request: Request, principal: Principal = Depends(require("r
     return json_response({"runIds": ids, "dryRun": body.dryRun, "more": len(ids) == body.limit})
 
 
-@router.post("/v1/runs/{run_id}/cancel", response_model=StatusResponse, openapi_extra=body_schema(CancelRequest))
-async def cancel_run(request: Request, run_id: str, principal: Principal = Depends(require("runs:cancel"))) -> Response:
+@router.post(
+    "/v1/runs/{run_id}/cancel",
+    response_model=StatusResponse,
+    responses=refusals(*AUTHENTICATED, *JSON_BODY, 404, 409),
+    openapi_extra=_optional(body_schema(CancelRequest)),
+)
+async def cancel_run(
+    request: Request, run_id: RunId, principal: Principal = Depends(require("runs:cancel"))
+) -> Response:
     """Cancel: a waiting run ends at once (``cancelled``), a running one goes through ``cancelling``."""
     return await _cancel(request, run_id, principal)
 
 
 @router.post("/v1/runs/{run_id}:cancel", include_in_schema=False)
 async def cancel_run_alias(
-    request: Request, run_id: str, principal: Principal = Depends(require("runs:cancel"))
+    request: Request, run_id: RunId, principal: Principal = Depends(require("runs:cancel"))
 ) -> Response:
     return await _cancel(request, run_id, principal)
 
 
 @router.post(
-    "/v1/runs/{run_id}/interrupts/{node_id}", response_model=ResolveResponse, openapi_extra=body_schema(ResolveRequest)
+    "/v1/runs/{run_id}/interrupts/{node_id}",
+    response_model=ResolveResponse,
+    # 422: the run was cancelled while that node waited
+    responses=refusals(*AUTHENTICATED, *JSON_BODY, 404, 409, 422),
+    openapi_extra=body_schema(ResolveRequest),
 )
 async def resolve_interrupt(
-    request: Request, run_id: str, node_id: str, principal: Principal = Depends(require("approvals:respond"))
+    request: Request, run_id: RunId, node_id: str, principal: Principal = Depends(require("approvals:respond"))
 ) -> Response:
     """Answer the run's pending approval, clarification or external event at ``node_id``."""
-    _check_run_id(run_id)
     body: ResolveRequest = parse_model(ResolveRequest, await json_body(request))
     row = await rest_of(request).engine.resolve(principal, run_id, node_id, body.resumeValue)
     return json_response({"runId": row.run_id, "nodeId": node_id, "status": row.status})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import secrets as random_secrets
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request
@@ -13,26 +13,72 @@ from starlette.responses import Response
 
 from tether import clock
 from tether.errors import Forbidden, InvalidInput, NotFound
+from tether.http.openapi import AUTHENTICATED, JSON_BODY, refusals
 from tether.http.requests import body_schema, json_body, parse_model, require
 from tether.http.responses import json_response
 from tether.ids import new_id
-from tether.openwop.models import ERRORS
+from tether.openwop.models import ID_MAX, DeliveryStatus
 from tether.openwop.surface import rest_of
 from tether.store.base import DeliveryRow, Extra, Fanout, RunRow, WebhookRow
 from tether.types import Principal
 
-router = APIRouter(tags=["webhooks"], responses=ERRORS)
+router = APIRouter(tags=["webhooks"])
 
 
 class RegisterWebhook(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """``events`` (or its older name ``eventTypes``) lists at least one run event type."""
 
-    url: str = Field(min_length=1, max_length=2048)
-    events: list[str] | None = Field(default=None, max_length=100)
-    eventTypes: list[str] | None = Field(default=None, max_length=100)
-    tenantId: str | None = Field(default=None, max_length=128)
-    secret: str | None = Field(default=None, max_length=512)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"anyOf": [{"required": ["events"]}, {"required": ["eventTypes"]}]},
+    )
+
+    url: str = Field(min_length=1, max_length=2048, description="An https URL on a public address.")
+    events: list[str] | None = Field(default=None, min_length=1, max_length=100)
+    eventTypes: list[str] | None = Field(default=None, min_length=1, max_length=100)
+    tenantId: str | None = Field(default=None, max_length=ID_MAX)
+    secret: str | None = Field(default=None, max_length=512, description="Under 32 characters: one is made.")
     tags: list[str] = Field(default_factory=list, max_length=100)
+
+
+class Webhook(BaseModel):
+    """A subscription as created: the only answer that shows its secret."""
+
+    webhookId: str
+    subscriptionId: str
+    url: str
+    secret: str
+    secretFingerprint: str
+    events: list[str]
+    eventTypes: list[str]
+    tags: list[str]
+    createdAt: str
+    signatureAlgorithm: Literal["v1"]
+
+
+class Delivery(BaseModel):
+    deliveryId: str
+    kind: str
+    targetId: str
+    runId: str
+    sequence: int
+    url: str
+    status: DeliveryStatus
+    attempts: int
+    nextAttemptAt: str
+    lastError: str | None
+    createdAt: str
+    updatedAt: str
+
+
+class DeliveryList(BaseModel):
+    deliveries: list[Delivery]
+
+
+class Redelivery(BaseModel):
+    deliveryId: str
+    status: Literal["pending"]
 
 
 def webhook_fanout(before: RunRow | None, after: RunRow, events: list[dict[str, Any]]) -> list[Extra]:
@@ -52,7 +98,13 @@ def webhook_fanout(before: RunRow | None, after: RunRow, events: list[dict[str, 
     ]
 
 
-@router.post("/v1/webhooks", status_code=201, openapi_extra=body_schema(RegisterWebhook))
+@router.post(
+    "/v1/webhooks",
+    status_code=201,
+    response_model=Webhook,
+    responses=refusals(*AUTHENTICATED, *JSON_BODY),
+    openapi_extra=body_schema(RegisterWebhook),
+)
 async def register_webhook(request: Request, principal: Principal = Depends(require("webhooks:manage"))) -> Response:
     """Subscribe an https URL to run events; the signing secret is shown only in this answer."""
     rest = rest_of(request)
@@ -101,7 +153,7 @@ async def register_webhook(request: Request, principal: Principal = Depends(requ
     )
 
 
-@router.delete("/v1/webhooks/{webhook_id}", status_code=204)
+@router.delete("/v1/webhooks/{webhook_id}", status_code=204, responses=refusals(*AUTHENTICATED, 404))
 async def delete_webhook(
     request: Request,
     webhook_id: str,
@@ -134,10 +186,10 @@ def delivery_view(row: DeliveryRow) -> dict[str, Any]:
     }
 
 
-@router.get("/v1/deliveries")
+@router.get("/v1/deliveries", response_model=DeliveryList, responses=refusals(*AUTHENTICATED, 400))
 async def list_deliveries(
     request: Request,
-    status: str | None = Query(default=None, pattern="^(pending|delivered|dead)$"),
+    status: DeliveryStatus | None = Query(default=None, description="``dead`` lists the dead letters."),
     limit: int = Query(default=100, ge=1, le=1000),
     principal: Principal = Depends(require("webhooks:manage")),
 ) -> Response:
@@ -146,7 +198,9 @@ async def list_deliveries(
     return json_response({"deliveries": [delivery_view(r) for r in rows]})
 
 
-@router.post("/v1/deliveries/{delivery_id}/redeliver")
+@router.post(
+    "/v1/deliveries/{delivery_id}/redeliver", response_model=Redelivery, responses=refusals(*AUTHENTICATED, 404)
+)
 async def redeliver(
     request: Request, delivery_id: str, principal: Principal = Depends(require("webhooks:manage"))
 ) -> Response:

@@ -5,16 +5,17 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
+from tether.http.openapi import AUTHENTICATED, answer, refusals
 from tether.http.requests import require
 from tether.http.responses import json_response
-from tether.openwop.models import ERRORS
+from tether.openwop.models import WorkflowList
 from tether.openwop.surface import rest_of
 from tether.types import Principal
 
-router = APIRouter(tags=["workflows"], responses=ERRORS)
+router = APIRouter(tags=["workflows"])
 
 
-@router.get("/v1/workflows")
+@router.get("/v1/workflows", response_model=WorkflowList, responses=refusals(*AUTHENTICATED))
 async def list_workflows(request: Request, principal: Principal = Depends(require("manifest:read"))) -> Response:
     """Every loaded workflow, and whether this engine can execute it."""
     entries = rest_of(request).registry.entries()
@@ -36,7 +37,10 @@ async def list_workflows(request: Request, principal: Principal = Depends(requir
     )
 
 
-@router.get("/v1/workflows/{workflow_id}")
+@router.get(
+    "/v1/workflows/{workflow_id}",
+    responses={**answer(200, "The definition, as loaded."), **refusals(*AUTHENTICATED, 404)},
+)
 async def get_workflow(
     request: Request, workflow_id: str, principal: Principal = Depends(require("manifest:read"))
 ) -> Response:

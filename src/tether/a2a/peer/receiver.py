@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from tether.a2a.peer.tokens import token_matches
 from tether.errors import Unauthenticated
+from tether.http.openapi import refusals
 
 __all__ = ["PushReceiver", "router"]
 
@@ -42,7 +43,7 @@ def _presented(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-@router.post("/v1/a2a/handoffs/{handoff_id}/push", status_code=204)
+@router.post("/v1/a2a/handoffs/{handoff_id}/push", status_code=204, responses=refusals(401))
 async def handoff_push(handoff_id: str, request: Request) -> Response:
     """Authenticated by the hand-off's token only (the peer holds no key of this host)."""
     receiver: PushReceiver | None = getattr(request.app.state, "handoff_pushes", None)

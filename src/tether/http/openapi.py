@@ -1,0 +1,91 @@
+"""The OpenAPI document says what the server really answers: each refusal a route gives, in the real envelope.
+
+FastAPI infers request shapes and the success answer from the routes; what it cannot infer
+is which refusals a route gives, and it adds a 422 ``HTTPValidationError`` to every route
+with parameters, a shape this host never sends (``tether.http.errors`` answers request
+validation with 400 and the envelope). Routes declare their refusals with ``refusals``;
+``install`` serves the document with FastAPI's invented 422 taken out.
+``tests/e2e/test_openapi_schemathesis.py`` holds the document to what the server does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["AUTHENTICATED", "JSON_BODY", "ErrorEnvelope", "answer", "install", "refusals"]
+
+
+class ErrorEnvelope(BaseModel):
+    """Every refusal's body (OpenWOP ``error-envelope.schema.json``): a code, a sentence, what it concerns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="A stable machine code, e.g. validation_error.")
+    message: str = Field(min_length=1, description="What was wrong, for people.")
+    details: dict[str, Any] = Field(default_factory=dict, description="What it concerns (field, ids, limits).")
+
+
+#: why each status is answered, as the document words it
+_REASONS = {
+    400: "The request is malformed or its content invalid (the message names the field).",
+    401: "No API key, or one that is unknown or revoked.",
+    403: "The API key lacks the scope, or names another tenant.",
+    404: "No such resource (or it belongs to another tenant).",
+    409: "The request contradicts the resource's state, or reuses an Idempotency-Key with another body.",
+    410: "The resource has expired.",
+    413: "The request body is larger than this host's limit.",
+    415: "The body is not JSON.",
+    422: "The request is valid, but the resource's state makes it meaningless.",
+}
+
+#: what every route behind an API key may answer: no key (401), or one without the scope (403)
+AUTHENTICATED = (401, 403)
+#: what every route reading a JSON body may answer besides its own refusals
+JSON_BODY = (400, 413, 415)
+
+
+def refusals(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route: each status it refuses with, described, with the envelope as its body."""
+    return {code: {"model": ErrorEnvelope, "description": _REASONS[code]} for code in sorted(set(codes))}
+
+
+def answer(
+    status: int, description: str, schema: dict[str, Any] | None = None, media_type: str = "application/json"
+) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a success a route renders itself, with no response model (by default a JSON object)."""
+    body = schema if schema is not None else {"type": "object"}
+    return {status: {"description": description, "content": {media_type: {"schema": body}}}}
+
+
+def openapi_document(app: FastAPI) -> dict[str, Any]:
+    """The app's document, built once: FastAPI's, less the 422 ``HTTPValidationError`` no route sends."""
+    if app.openapi_schema is None:
+        document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for operations in document.get("paths", {}).values():
+            for operation in operations.values():
+                _drop_invented_422(operation.get("responses", {}))
+        schemas = document.get("components", {}).get("schemas", {})
+        schemas.pop("HTTPValidationError", None)
+        schemas.pop("ValidationError", None)
+        app.openapi_schema = document
+    return app.openapi_schema
+
+
+def _drop_invented_422(responses: dict[str, Any]) -> None:
+    answer = responses.get("422", {})
+    schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
+    if schema.get("$ref", "").endswith("/HTTPValidationError"):
+        del responses["422"]
+
+
+def install(app: FastAPI) -> None:
+    """Serve ``openapi_document`` at the app's ``openapi_url``."""
+
+    def document() -> dict[str, Any]:
+        return openapi_document(app)
+
+    app.openapi = document  # type: ignore[method-assign]
