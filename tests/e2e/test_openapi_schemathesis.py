@@ -16,10 +16,13 @@ in order, in two runs of this module). One caveat: hypothesis now and then draws
 it found in the source modules loaded (``.hypothesis/constants``), so this module run alone
 and run within the whole suite may differ in a few generated values; each is repeatable.
 The operations that declare the API key are also sent without it and with a made-up one
-(``ignored_auth``), and must refuse both. No operation is excluded: the
-event stream is safe to fuzz because generated run ids never name a real run (it answers
-404 or 400 at once), and the purge only removes runs that ended, which the last test
-creates for itself.
+(``ignored_auth``), and must refuse both. One operation is left out of generation:
+``GET /v1/runs:watch``, a stream that never ends, which every valid request opens (it names
+nothing that could be missing), so each generated call would wait out its timeout;
+``test_the_streams_answer_as_documented`` reads it, and its refusals, instead. A run's event
+stream is safe to fuzz because generated run ids never name a real run (it answers 404 or
+400 at once), and the purge only removes runs that ended, which the last test creates for
+itself.
 
 Generated ids never find a resource, so ``test_live_resources_answer_as_documented``
 sends fixed requests about real runs and a real webhook (a snapshot with a pending
@@ -29,12 +32,15 @@ the same checks.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+import jsonschema
 import pytest
 import schemathesis
 from harness import wait_until
@@ -108,7 +114,8 @@ def served_document(world: World) -> schemathesis.BaseSchema:
     return schemathesis.openapi.from_url(f"{world.host.url}/v1/openapi.json", config=config)
 
 
-schema = schemathesis.pytest.from_fixture("served_document")
+#: every operation but the stream that never ends (``test_the_streams_answer_as_documented`` reads it)
+schema = schemathesis.pytest.from_fixture("served_document").exclude(method="GET", path="/v1/runs:watch")
 
 
 @schema.parametrize()
@@ -183,3 +190,41 @@ def test_live_resources_answer_as_documented(world: World, served_document: sche
     check("/v1/runs/{run_id}/cancel", "POST", 409, path_parameters={"run_id": echoed}, body={})
     purged = check("/v1/runs:purge", "POST", 200, body={"before": "2999-01-01T00:00:00Z", "dryRun": True})
     assert echoed in purged["runIds"]
+
+
+def _first_event(response: httpx.Response) -> dict[str, str]:
+    """The first server-sent event of a stream as its fields (``event``, ``id``, ``data``), comments skipped."""
+    fields: dict[str, str] = {}
+    for line in response.iter_lines():
+        if not line:
+            if fields:
+                return fields
+            continue
+        name, _, value = line.partition(":")
+        if name:  # a line starting with ':' is a comment
+            fields[name] = value.removeprefix(" ")
+    raise AssertionError("the stream ended before its first event")
+
+
+def test_the_streams_answer_as_documented(world: World, served_document: schemathesis.BaseSchema) -> None:
+    """A run's event stream read whole through schemathesis's checks; the runs watch, which never ends, by hand."""
+    http = world.host.http(world.key)
+    done = http.post("/v1/runs", json={"workflowId": "echo", "inputs": {"prompt": "streamed"}}).json()["runId"]
+    wait_until(lambda: http.get(f"/v1/runs/{done}").json()["status"] == "completed", what="the echo run")
+    case = served_document["/v1/runs/{run_id}/events"]["GET"].Case(path_parameters={"run_id": done})
+    response = case.call(headers=world.auth, timeout=10)
+    case.validate_response(response, checks=CHECKS, headers=world.auth)
+    assert response.status_code == 200 and "event: run.completed" in response.text
+
+    watch = served_document["/v1/runs:watch"]["GET"]
+    for refused, headers in ((400, {**world.auth, "Last-Event-ID": "not-a-cursor"}), (401, {})):
+        case = watch.Case(headers=headers)
+        response = case.call(headers=headers, timeout=10)
+        case.validate_response(response, checks=[not_a_server_error, status_code_conformance], headers=headers)
+        assert response.status_code == refused, response.text
+    declared = served_document.raw_schema["paths"]["/v1/runs:watch"]["get"]["responses"]["200"]["content"]
+    with httpx.stream("GET", f"{world.host.url}/v1/runs:watch", headers=world.auth, timeout=10) as opened:
+        assert opened.status_code == 200 and opened.headers["content-type"].startswith("text/event-stream")
+        first = _first_event(opened)
+    jsonschema.validate(first, declared["text/event-stream"]["schema"])
+    assert first["event"] == "sync" and json.loads(first["data"]) == {"reason": "start"}

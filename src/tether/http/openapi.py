@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["AUTHENTICATED", "JSON_BODY", "ErrorEnvelope", "answer", "install", "refusals"]
+__all__ = ["AUTHENTICATED", "JSON_BODY", "ErrorEnvelope", "answer", "event_stream", "install", "refusals"]
 
 
 class ErrorEnvelope(BaseModel):
@@ -59,6 +59,25 @@ def answer(
     """``responses=`` for a success a route renders itself, with no response model (by default a JSON object)."""
     body = schema if schema is not None else {"type": "object"}
     return {status: {"description": description, "content": {media_type: {"schema": body}}}}
+
+
+def event_stream(description: str, events: tuple[str, ...] | None = None) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a 200 stream of server-sent events: ``events`` names them (None: any name).
+
+    Before OpenAPI 3.2 (this document is 3.1), a ``text/event-stream`` schema describes one
+    event, read as its fields: its name, its ``id:`` and its ``data:``, JSON text here.
+    """
+    name: dict[str, Any] = {"type": "string"} if events is None else {"enum": list(events)}
+    schema = {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": name,
+            "id": {"type": "string"},
+            "data": {"type": "string", "contentMediaType": "application/json"},
+        },
+    }
+    return answer(200, description, schema, "text/event-stream")
 
 
 def openapi_document(app: FastAPI) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response, StreamingResponse
 
 from tether.errors import InvalidInput, UnsupportedStreamMode
-from tether.http.openapi import AUTHENTICATED, answer, refusals
+from tether.http.openapi import AUTHENTICATED, event_stream, refusals
 from tether.http.requests import require
 from tether.openwop.models import EventPage
 from tether.openwop.runs import RunId, load_run
@@ -108,7 +108,7 @@ async def event_frames(rest: RestSurface, run_id: str, after: int, modes: frozen
     "/v1/runs/{run_id}/events",
     response_class=StreamingResponse,
     responses={
-        **answer(200, "The event stream.", {"type": "string"}, "text/event-stream"),
+        **event_stream("The run's events, each named by its type, its sequence as its id."),
         **refusals(*AUTHENTICATED, 400, 404),
     },
 )

@@ -27,8 +27,8 @@ from starlette.responses import Response, StreamingResponse
 
 from tether.engine.run_feed import FeedItem, RunFeed
 from tether.errors import InvalidInput
+from tether.http.openapi import AUTHENTICATED, event_stream, refusals
 from tether.http.requests import require
-from tether.openwop.models import ERRORS
 from tether.openwop.surface import rest_of
 from tether.store.base import RunRow
 from tether.types import Principal
@@ -100,11 +100,8 @@ async def _frames(feed: RunFeed, tenant: str, after: str | None, keepalive: floa
     summary="Watch the runs of the caller's tenant change (SSE)",
     description=_DESCRIPTION,
     responses={
-        200: {
-            "description": "An SSE stream of run changes.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-        },
-        **{code: ERRORS[code] for code in (400, 401, 403)},
+        **event_stream("The run changes of the caller's tenant.", ("sync", "run", "end")),
+        **refusals(400, *AUTHENTICATED),
     },
     openapi_extra={
         "parameters": [
