@@ -130,7 +130,7 @@ def machine() -> dict[str, Any]:
     versions: dict[str, str] = {}
     from importlib import metadata
 
-    for dist in ("tether", "a2a-sdk", "uvicorn", "starlette", "fastapi", "sqlalchemy", "aiosqlite"):
+    for dist in ("tether", "a2a-sdk", "uvicorn", "granian", "starlette", "fastapi", "sqlalchemy", "aiosqlite"):
         try:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -407,7 +407,7 @@ class Bench:
     def scenario_stream(self) -> None:
         out: dict[str, Any] = {}
         for name, server in self.running.items():
-            if name == "bare":
+            if name.startswith("bare"):
                 continue
             target = streams.Target(server.rpc_url, server.headers())
             out[name] = result = streams.run(
@@ -491,7 +491,8 @@ class Bench:
     # the outbox (own processes, own stores, loopback TLS receivers) ---------------------------
 
     def scenario_outbox(self) -> None:
-        names = [n for n in self.args.server_list if srv.SERVERS[n].durable]
+        # the outbox measures the egress worker and the receivers, not the server stack: uvicorn only
+        names = [n for n in self.args.server_list if srv.SERVERS[n].durable and srv.SERVERS[n].stack == "uvicorn"]
         skipped = {
             n: self.result["servers"][n]["reason"]
             for n in names
@@ -625,7 +626,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--quick", action="store_true", help="tiny durations and counts (the CI smoke); numbers are not meaningful"
     )
     parser.add_argument("--only", help=f"comma-separated scenarios, from: {', '.join(SCENARIOS)} (default: all)")
-    parser.add_argument("--servers", help=f"comma-separated servers, from: {', '.join(DEFAULT_SERVERS)} (default: all)")
+    parser.add_argument(
+        "--servers",
+        help=f"comma-separated servers, from: {', '.join(srv.SERVERS)} (default: {', '.join(DEFAULT_SERVERS)})",
+    )
     parser.add_argument(
         "--out", type=Path, help="the JSON report (default bench/results/<timestamp>.json; the .md goes beside it)"
     )
@@ -673,7 +677,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"unknown scenario {s!r}; choose from {', '.join(SCENARIOS)}")
     for s in args.server_list:
         if s not in srv.SERVERS:
-            parser.error(f"unknown server {s!r}; choose from {', '.join(DEFAULT_SERVERS)}")
+            parser.error(f"unknown server {s!r}; choose from {', '.join(srv.SERVERS)}")
     return args
 
 
