@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -669,6 +669,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="where stores and logs go (default: a fresh temporary directory, removed after a clean run)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (stores, server logs)")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        help="before each wrk run, wait at most this many seconds for the machine to be quiet (default: the "
+        "profile's, 30 s for the full run); on a machine that other work keeps busy, the wait only adds time",
+    )
     args = parser.parse_args(argv)
     args.scenario_list = [s for s in (args.only or ",".join(SCENARIOS)).split(",") if s]
     args.server_list = [s for s in (args.servers or ",".join(DEFAULT_SERVERS)).split(",") if s]
@@ -715,6 +721,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         srv.TETHER_SRC = args.tether_src.resolve()
     profile = QUICK if args.quick else FULL
+    if args.quiet_wait is not None:
+        profile = replace(profile, quiet_s=args.quiet_wait)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or BENCH / "results" / f"{stamp}{'-quick' if args.quick else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -768,6 +776,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.result["meta"]["complete"] = ok
         bench.result["targets"] = report.targets(bench.result)
         bench.result["a2a_1_0_vs_0_3"] = report.version_ratios(bench.result)
+        bench.result["uvicorn_vs_granian"] = report.stack_ratios(bench.result)
         out.write_text(json.dumps(bench.result, indent=2) + "\n")
         markdown = report.markdown(bench.result)
         out.with_suffix(".md").write_text(markdown)
