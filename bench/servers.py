@@ -281,8 +281,9 @@ class ServerProcess:
 
     def _pump(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            self._lines.put(line.rstrip("\n"))
+        with proc.stdout:  # closed at EOF: the process has gone
+            for line in proc.stdout:
+                self._lines.put(line.rstrip("\n"))
         self._lines.put(None)
 
     def wait_announced(self, t0: float, timeout: float) -> None:

@@ -13,6 +13,8 @@ starts a host on a fresh store and checks:
   ``--streams``): a stack that buffered frames would show the first event only with the last;
 * **idle CPU at rest** with ``--waiting`` runs waiting at approval gates (3 s to settle,
   then 10 s; the whole process tree);
+* **a refused start**: a second host on the data directory the first serves must print
+  Tether's one line saying why (``tether: error: ...``) and exit 3;
 * **lifespan**: a SIGTERM with no stream open ends in the host's own "stopped" line (its
   shutdown ran: engine stopped, store closed) and exit status 0, and the next start on the
   same data directory takes the store's host lock and resumes every waiting run;
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -140,11 +143,26 @@ def open_streams_then_sigterm(server: srv.ServerProcess, grace: float, count: in
     return result
 
 
+def refused_start(launcher: srv.Launcher, name: str, tag: str) -> dict[str, Any]:
+    """A second host of slot ``name`` on the data directory of the one serving as ``tag``."""
+    second = launcher.tether(name, tag)
+    done = subprocess.run(
+        second.cmd, env={**os.environ, **second.env}, capture_output=True, text=True, timeout=60, cwd=BENCH.parent
+    )
+    said = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+    return {
+        "status": done.returncode,
+        "says_why": any(ln.startswith("tether: error: another Tether host is serving") for ln in said),
+        "output": said[-3:],
+    }
+
+
 def check(launcher: srv.Launcher, name: str, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"label": srv.SERVERS[name].label}
     server = launcher.start_tether(name, "checks")
     try:
         out["headers"] = headers_of(server)
+        out["refused_start"] = refused_start(launcher, name, "checks")
         target = streams.Target(server.rpc_url, server.headers())
         sse = streams.run(streams.stream_latency(target, args.streams, max(2, args.streams // 10)))
         out["sse"] = {k: sse[k] for k in ("streams", "failed", "first_event_ms", "complete_ms")}
