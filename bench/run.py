@@ -5,14 +5,16 @@
     .venv/bin/python bench/run.py --only send,get --servers tether-sqlite,sdk-memory
     .venv/bin/python bench/run.py --profile             # + py-spy on Tether during send and get, c=32
     .venv/bin/python bench/run.py --only send,get,send10,get10 --servers tether-sqlite   # A2A 1.0 beside 0.3
+    .venv/bin/python bench/run.py --servers tether-sqlite,tether-sqlite-granian,bare,bare-granian   # + granian
 
 Each server is its own process on 127.0.0.1 (port 0): Tether on SQLite, Tether on
 PostgreSQL (when this build and a server allow), the a2a-sdk 0.3.26 reference with
 InMemoryTaskStore and with DatabaseTaskStore on SQLite, and a bare ASGI endpoint as the
-ceiling. Request/response load comes from wrk (``bench/wrk/rpc.lua``); the streaming
-scenarios use the lean asyncio client in ``bench/streams.py``. The report is printed as
-markdown and written as JSON (``--out``, default ``bench/results/<timestamp>.json``)
-with the markdown beside it. See docs/benchmarks.md for what every number means.
+ceiling; when named, Tether and the ceiling on granian instead of uvicorn. Request/response
+load comes from wrk (``bench/wrk/rpc.lua``); the streaming scenarios use the lean asyncio
+client in ``bench/streams.py``. The report is printed as markdown and written as JSON
+(``--out``, default ``bench/results/<timestamp>.json``) with the markdown beside it. See
+docs/benchmarks.md for what every number means.
 """
 
 from __future__ import annotations
@@ -334,13 +336,15 @@ class Bench:
         if not Path(pyspy).exists():
             return {"skipped": "py-spy is not installed: pip install py-spy"}
         raw = self.results_dir / f"{self.stamp}-{name}-{method}-c32.pyspy.txt"
+        # the process that runs the app: the server's own, or granian's worker (its only child)
+        pid = srv.process_tree(self.running[name].pid)[-1]
         duration = max(3, self.profile.measure_s)
         spy = subprocess.Popen(
             [
                 pyspy,
                 "record",
                 "-p",
-                str(self.running[name].pid),
+                str(pid),
                 "-d",
                 str(duration + 1),
                 "-r",

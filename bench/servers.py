@@ -387,7 +387,8 @@ def granian_process(slot: Slot, factory: str, logs: Path, log_name: str, env: di
     one worker, uvloop, HTTP/1.1, warnings only, no access log, the listen backlog Tether's ``serve`` sets.
 
     granian binds its socket itself and cannot be handed one, so the port is one the kernel
-    just gave out for port 0, released for granian to bind (a tiny race, nothing else binds there).
+    just gave out for port 0, released for granian to bind: a race, lost only if another
+    process binds that very port in the moment between.
     """
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

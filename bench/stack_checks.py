@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def _remaining_lines(server: srv.ServerProcess, timeout: float) -> list[str]:
     while time.monotonic() < deadline:
         try:
             line = server._lines.get(timeout=max(0.01, deadline - time.monotonic()))
-        except Exception:  # noqa: BLE001 - queue.Empty: keep waiting until the deadline
+        except queue.Empty:
             continue
         if line is None:
             break
