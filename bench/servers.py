@@ -204,32 +204,39 @@ def settle(pid: int, *, below_pct: float = 5.0, window: float = 0.2, timeout: fl
 
 
 class RssSampler:
-    """Samples a process's RSS in a thread; ``peak`` is the largest value seen."""
+    """Samples a process's RSS (with its descendants') in a thread; ``peak`` is the largest value seen.
+
+    The process tree is read once, on entry: a sample then costs one read per process, not
+    one per thread, so the sampler takes no more from the stream client it shares a process with.
+    """
 
     def __init__(self, pid: int, interval: float = 0.05) -> None:
         self.pid = pid
         self.interval = interval
         self.peak = 0.0
+        self._tree = [pid]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _sample(self) -> None:
+        sizes = [_rss_mb(pid) for pid in self._tree]
+        if sizes[0] is not None:
+            self.peak = max(self.peak, round(sum(size or 0.0 for size in sizes), 1))
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            rss = proc_rss_mb(self.pid)
-            if rss is not None:
-                self.peak = max(self.peak, rss)
+            self._sample()
             self._stop.wait(self.interval)
 
     def __enter__(self) -> RssSampler:
+        self._tree = process_tree(self.pid)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join()
-        rss = proc_rss_mb(self.pid)
-        if rss is not None:
-            self.peak = max(self.peak, rss)
+        self._sample()
 
 
 @dataclass

@@ -84,7 +84,11 @@ def test_a_servers_cpu_and_rss_cover_its_children_and_kill_takes_them_all() -> N
             assert own is not None and own < 0.3  # the parent only waited
             total = servers.proc_cpu_seconds(server.pid)
             assert total is not None and total - own >= 0.27  # the child burnt 0.3 s; utime, stime each lose <1 tick
-            assert servers.proc_rss_mb(server.pid) > (servers._rss_mb(server.pid) or 0)
+            own_rss = servers._rss_mb(server.pid) or 0
+            assert servers.proc_rss_mb(server.pid) > own_rss
+            with servers.RssSampler(server.pid, 0.01) as sampler:
+                pass
+            assert sampler.peak > own_rss
         finally:
             server.kill()
             _until_closed(server)
