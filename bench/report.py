@@ -288,6 +288,54 @@ def version_ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+GRANIAN = "-granian"
+#: the request/response scenarios and their methods, for the two stacks side by side
+STACK_SCENARIOS = (("send", "message/send"), ("get", "tasks/get"), ("send10", "SendMessage"), ("get10", "GetTask"))
+
+
+def stack_ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each server measured on both stacks in this run (``X`` on uvicorn, ``X-granian`` on granian):
+    good answers/s and the server's CPU per answer on each, granian / uvicorn; for the fan-outs,
+    the delivery p50 and p99 on each (lower is better)."""
+    out: list[dict[str, Any]] = []
+    scen = result.get("scenarios", {})
+    for scenario, method in STACK_SCENARIOS:
+        runs = scen.get(scenario) or {}
+        for server in (s for s in runs if not s.endswith(GRANIAN) and s + GRANIAN in runs):
+            keys = sorted((k for k in runs[server] if k.startswith("c")), key=lambda k: int(k[1:]))
+            for c in (int(k[1:]) for k in keys):
+                uvi, gra = _rps(result, scenario, server, c), _rps(result, scenario, server + GRANIAN, c)
+                cpu_uvi, cpu_gra = _cpu_us(result, scenario, server, c), _cpu_us(result, scenario, server + GRANIAN, c)
+                out.append(
+                    {
+                        "server": server,
+                        "what": f"{method}, c={c}",
+                        "uvicorn": uvi,
+                        "granian": gra,
+                        "ratio": _ratio(gra, uvi),
+                        "uvicorn_cpu_us": cpu_uvi,
+                        "granian_cpu_us": cpu_gra,
+                        "cpu_ratio": _ratio(cpu_gra, cpu_uvi),
+                    }
+                )
+    streams = scen.get("resubscribe") or {}
+    for server in (s for s in streams if not s.endswith(GRANIAN) and s + GRANIAN in streams):
+        for key in sorted((k for k in streams[server] if k.startswith("fanout_")), key=lambda k: int(k[7:])):
+            uvi, gra = streams[server][key].get("delivery_ms", {}), streams[server + GRANIAN].get(key, {})
+            gra = gra.get("delivery_ms", {})
+            for pct in ("p50", "p99"):
+                out.append(
+                    {
+                        "server": server,
+                        "what": f"fan-out {int(key[7:]):,}, delivery {pct} (ms, lower is better)",
+                        "uvicorn": uvi.get(pct),
+                        "granian": gra.get(pct),
+                        "ratio": _ratio(gra.get(pct), uvi.get(pct)),
+                    }
+                )
+    return out
+
+
 # --- markdown -------------------------------------------------------------------------------
 
 
@@ -421,7 +469,7 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{verdict} | {cpu} |"
             )
 
-    stream_servers = [s for s in servers if s != BARE]
+    stream_servers = [s for s in servers if not s.startswith(BARE)]
     if "stream" in scen or "resubscribe" in scen:
         lines += ["", "## Streams (lean asyncio client): p50 / p99", ""]
         lines.append("| scenario | " + " | ".join(result["servers"][s]["label"] for s in stream_servers) + " |")
@@ -468,6 +516,26 @@ def markdown(result: dict[str, Any]) -> str:
 
                 row(f"fan-out, {size:,} resubscribers on one task: reply sent → next event, every stream", fan)
 
+    stacks = result.get("uvicorn_vs_granian") or []
+    if stacks:
+        lines += [
+            "",
+            "## uvicorn beside granian (same app, same run): granian / uvicorn",
+            "",
+            "Throughput: above 1 granian answered more. Server CPU per good answer (the whole process tree): "
+            "below 1 granian spent less. A machine shared with other work moves both; compare several runs.",
+            "",
+            "| server | measured | uvicorn | granian | granian / uvicorn | server CPU per answer, uvicorn → granian |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in stacks:
+            ratio = "–" if r["ratio"] is None else f"**{r['ratio']:.2f}**"
+            cpu = "–"
+            if r.get("cpu_ratio") is not None:
+                cpu = f"{_fmt(r['uvicorn_cpu_us'])} → {_fmt(r['granian_cpu_us'])} µs ({r['cpu_ratio']:.2f})"
+            lines.append(
+                f"| {r['server']} | {r['what']} | {_fmt(r['uvicorn'])} | {_fmt(r['granian'])} | {ratio} | {cpu} |"
+            )
     restarts = scen.get("restart", {})
     if restarts:
         lines += ["", "## Restart (Tether, store full of runs waiting at approval gates)", ""]

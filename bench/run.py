@@ -5,14 +5,16 @@
     .venv/bin/python bench/run.py --only send,get --servers tether-sqlite,sdk-memory
     .venv/bin/python bench/run.py --profile             # + py-spy on Tether during send and get, c=32
     .venv/bin/python bench/run.py --only send,get,send10,get10 --servers tether-sqlite   # A2A 1.0 beside 0.3
+    .venv/bin/python bench/run.py --servers tether-sqlite,tether-sqlite-granian,bare,bare-granian   # + granian
 
 Each server is its own process on 127.0.0.1 (port 0): Tether on SQLite, Tether on
 PostgreSQL (when this build and a server allow), the a2a-sdk 0.3.26 reference with
 InMemoryTaskStore and with DatabaseTaskStore on SQLite, and a bare ASGI endpoint as the
-ceiling. Request/response load comes from wrk (``bench/wrk/rpc.lua``); the streaming
-scenarios use the lean asyncio client in ``bench/streams.py``. The report is printed as
-markdown and written as JSON (``--out``, default ``bench/results/<timestamp>.json``)
-with the markdown beside it. See docs/benchmarks.md for what every number means.
+ceiling; when named, Tether and the ceiling on granian instead of uvicorn. Request/response
+load comes from wrk (``bench/wrk/rpc.lua``); the streaming scenarios use the lean asyncio
+client in ``bench/streams.py``. The report is printed as markdown and written as JSON
+(``--out``, default ``bench/results/<timestamp>.json``) with the markdown beside it. See
+docs/benchmarks.md for what every number means.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -130,7 +132,7 @@ def machine() -> dict[str, Any]:
     versions: dict[str, str] = {}
     from importlib import metadata
 
-    for dist in ("tether", "a2a-sdk", "uvicorn", "starlette", "fastapi", "sqlalchemy", "aiosqlite"):
+    for dist in ("tether", "a2a-sdk", "uvicorn", "granian", "starlette", "fastapi", "sqlalchemy", "aiosqlite"):
         try:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -334,13 +336,15 @@ class Bench:
         if not Path(pyspy).exists():
             return {"skipped": "py-spy is not installed: pip install py-spy"}
         raw = self.results_dir / f"{self.stamp}-{name}-{method}-c32.pyspy.txt"
+        # the process that runs the app: the server's own, or granian's worker (its only child)
+        pid = srv.process_tree(self.running[name].pid)[-1]
         duration = max(3, self.profile.measure_s)
         spy = subprocess.Popen(
             [
                 pyspy,
                 "record",
                 "-p",
-                str(self.running[name].pid),
+                str(pid),
                 "-d",
                 str(duration + 1),
                 "-r",
@@ -407,7 +411,7 @@ class Bench:
     def scenario_stream(self) -> None:
         out: dict[str, Any] = {}
         for name, server in self.running.items():
-            if name == "bare":
+            if name.startswith("bare"):
                 continue
             target = streams.Target(server.rpc_url, server.headers())
             out[name] = result = streams.run(
@@ -491,7 +495,8 @@ class Bench:
     # the outbox (own processes, own stores, loopback TLS receivers) ---------------------------
 
     def scenario_outbox(self) -> None:
-        names = [n for n in self.args.server_list if srv.SERVERS[n].durable]
+        # the outbox measures the egress worker and the receivers, not the server stack: uvicorn only
+        names = [n for n in self.args.server_list if srv.SERVERS[n].durable and srv.SERVERS[n].stack == "uvicorn"]
         skipped = {
             n: self.result["servers"][n]["reason"]
             for n in names
@@ -625,7 +630,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--quick", action="store_true", help="tiny durations and counts (the CI smoke); numbers are not meaningful"
     )
     parser.add_argument("--only", help=f"comma-separated scenarios, from: {', '.join(SCENARIOS)} (default: all)")
-    parser.add_argument("--servers", help=f"comma-separated servers, from: {', '.join(DEFAULT_SERVERS)} (default: all)")
+    parser.add_argument(
+        "--servers",
+        help=f"comma-separated servers, from: {', '.join(srv.SERVERS)} (default: {', '.join(DEFAULT_SERVERS)})",
+    )
     parser.add_argument(
         "--out", type=Path, help="the JSON report (default bench/results/<timestamp>.json; the .md goes beside it)"
     )
@@ -665,6 +673,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="where stores and logs go (default: a fresh temporary directory, removed after a clean run)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (stores, server logs)")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        help="before each wrk run, wait at most this many seconds for the machine to be quiet (default: the "
+        "profile's, 30 s for the full run); on a machine that other work keeps busy, the wait only adds time",
+    )
     args = parser.parse_args(argv)
     args.scenario_list = [s for s in (args.only or ",".join(SCENARIOS)).split(",") if s]
     args.server_list = [s for s in (args.servers or ",".join(DEFAULT_SERVERS)).split(",") if s]
@@ -673,7 +687,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"unknown scenario {s!r}; choose from {', '.join(SCENARIOS)}")
     for s in args.server_list:
         if s not in srv.SERVERS:
-            parser.error(f"unknown server {s!r}; choose from {', '.join(DEFAULT_SERVERS)}")
+            parser.error(f"unknown server {s!r}; choose from {', '.join(srv.SERVERS)}")
     return args
 
 
@@ -711,6 +725,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         srv.TETHER_SRC = args.tether_src.resolve()
     profile = QUICK if args.quick else FULL
+    if args.quiet_wait is not None:
+        profile = replace(profile, quiet_s=args.quiet_wait)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or BENCH / "results" / f"{stamp}{'-quick' if args.quick else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -764,6 +780,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.result["meta"]["complete"] = ok
         bench.result["targets"] = report.targets(bench.result)
         bench.result["a2a_1_0_vs_0_3"] = report.version_ratios(bench.result)
+        bench.result["uvicorn_vs_granian"] = report.stack_ratios(bench.result)
         out.write_text(json.dumps(bench.result, indent=2) + "\n")
         markdown = report.markdown(bench.result)
         out.with_suffix(".md").write_text(markdown)

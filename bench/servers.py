@@ -6,11 +6,16 @@
 A process is "ready" when it has announced ``serving on URL`` on stdout *and* answered an
 HTTP request: Tether prints its line from the app's lifespan, a moment before uvicorn
 listens, so the announcement alone is not proof.
+
+Every slot runs on uvicorn (uvloop, httptools) but the ``-granian`` ones, which run the
+same app under granian (``bench/apps/granian_apps.py``). granian serves from a worker
+process it forks, so a server's CPU time and RSS here are those of its whole process tree.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import queue
 import re
@@ -58,6 +63,7 @@ class Slot:
     authenticated: bool
     durable: bool  # Tether: runs survive restarts, so restart/rest scenarios apply
     a2a_1_0: bool = False  # speaks A2A 1.0 beside 0.3 (the send10/get10 scenarios apply); the SDK 0.3.26 does not
+    stack: str = "uvicorn"  # the ASGI server: "uvicorn" (uvloop, httptools) or "granian"
 
 
 SERVERS: dict[str, Slot] = {
@@ -68,24 +74,39 @@ SERVERS: dict[str, Slot] = {
         Slot("sdk-memory", "a2a-sdk 0.3.26, InMemoryTaskStore", "/", False, False),
         Slot("sdk-sqlite", "a2a-sdk 0.3.26, DatabaseTaskStore (SQLite)", "/", False, False),
         Slot("bare", "bare ASGI (ceiling)", "/", False, False),
+        Slot("tether-sqlite-granian", "Tether, SQLite (fsync'd), on granian", "/v1/a2a", True, True, True, "granian"),
+        Slot("bare-granian", "bare ASGI on granian (its ceiling)", "/", False, False, stack="granian"),
     )
 }
 
 
-def proc_rss_mb(pid: int) -> float | None:
-    """Resident set size now (VmRSS), in MB."""
+def process_tree(pid: int) -> list[int]:
+    """The process and its living descendants (granian's worker is its supervisor's child)."""
+    tree, index = [pid], 0
+    while index < len(tree):
+        parent = tree[index]
+        index += 1
+        try:
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    tree += [int(child) for child in f.read().split()]
+        except OSError:
+            continue
+    return tree
+
+
+def _rss_mb(pid: int) -> float | None:
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
-                    return round(int(line.split()[1]) / 1024, 1)
+                    return int(line.split()[1]) / 1024
     except OSError:
         return None
     return None
 
 
-def proc_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of every thread of the process so far."""
+def _cpu_seconds(pid: int) -> float | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
             raw = f.read()
@@ -93,6 +114,22 @@ def proc_cpu_seconds(pid: int) -> float | None:
         return None
     fields = raw[raw.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime
+
+
+def proc_rss_mb(pid: int) -> float | None:
+    """Resident set size now (VmRSS) of the process and its descendants, in MB."""
+    own = _rss_mb(pid)
+    if own is None:
+        return None
+    return round(own + sum(_rss_mb(child) or 0.0 for child in process_tree(pid)[1:]), 1)
+
+
+def proc_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of every thread of the process and its living descendants so far."""
+    own = _cpu_seconds(pid)
+    if own is None:
+        return None
+    return own + sum(_cpu_seconds(child) or 0.0 for child in process_tree(pid)[1:])
 
 
 def system_busy_seconds() -> float:
@@ -167,32 +204,39 @@ def settle(pid: int, *, below_pct: float = 5.0, window: float = 0.2, timeout: fl
 
 
 class RssSampler:
-    """Samples a process's RSS in a thread; ``peak`` is the largest value seen."""
+    """Samples a process's RSS (with its descendants') in a thread; ``peak`` is the largest value seen.
+
+    The process tree is read once, on entry: a sample then costs one read per process, not
+    one per thread, so the sampler takes no more from the stream client it shares a process with.
+    """
 
     def __init__(self, pid: int, interval: float = 0.05) -> None:
         self.pid = pid
         self.interval = interval
         self.peak = 0.0
+        self._tree = [pid]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _sample(self) -> None:
+        sizes = [_rss_mb(pid) for pid in self._tree]
+        if sizes[0] is not None:
+            self.peak = max(self.peak, round(sum(size or 0.0 for size in sizes), 1))
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            rss = proc_rss_mb(self.pid)
-            if rss is not None:
-                self.peak = max(self.peak, rss)
+            self._sample()
             self._stop.wait(self.interval)
 
     def __enter__(self) -> RssSampler:
+        self._tree = process_tree(self.pid)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join()
-        rss = proc_rss_mb(self.pid)
-        if rss is not None:
-            self.peak = max(self.peak, rss)
+        self._sample()
 
 
 @dataclass
@@ -244,8 +288,9 @@ class ServerProcess:
 
     def _pump(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            self._lines.put(line.rstrip("\n"))
+        with proc.stdout:  # closed at EOF: the process has gone
+            for line in proc.stdout:
+                self._lines.put(line.rstrip("\n"))
         self._lines.put(None)
 
     def wait_announced(self, t0: float, timeout: float) -> None:
@@ -313,8 +358,12 @@ class ServerProcess:
             self.kill()
 
     def kill(self) -> None:
+        """SIGKILL to its process group: a granian worker dies with its supervisor (each server leads its own)."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.proc.wait(10)
 
 
@@ -338,6 +387,52 @@ def tether_process(
     src = src or TETHER_SRC
     env = {"PYTHONPATH": str(src)} if src is not None else {}
     return ServerProcess(slot, cmd, logs / f"{slot.name}-{data_dir.name}.log", env=env)
+
+
+def granian_process(slot: Slot, factory: str, logs: Path, log_name: str, env: dict[str, str]) -> ServerProcess:
+    """``python -m granian`` serving ``bench/apps/granian_apps.py:<factory>`` as uvicorn serves the others:
+    one worker, uvloop, HTTP/1.1, warnings only, no access log, the listen backlog Tether's ``serve`` sets.
+
+    granian binds its socket itself and cannot be handed one, so the port is one the kernel
+    just gave out for port 0, released for granian to bind: a race, lost only if another
+    process binds that very port in the moment between.
+    """
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cmd = [
+        sys.executable,
+        "-m",
+        "granian",
+        "--interface",
+        "asgi",
+        "--factory",
+        "--working-dir",
+        str(APPS),
+        "--workers",
+        "1",
+        "--loop",
+        "uvloop",
+        "--http",
+        "1",
+        "--log-level",
+        "warning",
+        "--no-access-log",
+        "--backlog",
+        "2048",
+        f"granian_apps:{factory}",
+    ]
+    env = {**env, "GRANIAN_HOST": "127.0.0.1", "GRANIAN_PORT": str(port)}
+    return ServerProcess(slot, cmd, logs / log_name, env=env)
+
+
+def granian_available() -> str | None:
+    """None if granian is installed here, else how to install it."""
+    try:
+        import granian  # noqa: F401
+    except ImportError:
+        return "granian is not installed here: pip install -e '.[bench]'"
+    return None
 
 
 def sdk_available(store: str) -> str | None:
@@ -429,6 +524,8 @@ class Launcher:
         slot = SERVERS[name]
         if name == "tether-sqlite":
             return tether_process(slot, self.workdir / f"{name}-{tag}", self.logs, *extra, **how)
+        if name == "tether-sqlite-granian":
+            return self.tether_on_granian(slot, tag, *extra, **how)
         assert name == "tether-postgres"
         if _postgres_reachable(self.pg_admin):
             try:
@@ -438,6 +535,19 @@ class Launcher:
         else:
             url = urlunsplit(urlsplit(self.pg_admin)._replace(path="/tether_bench"))
         return tether_process(slot, self.workdir / f"{name}-{tag}", self.logs, "--database-url", url, *extra, **how)
+
+    def tether_on_granian(self, slot: Slot, tag: str, *extra: str, src: Path | None = None) -> ServerProcess:
+        """``tether serve --data-dir ... EXTRA`` as granian serves it (raises Skipped without granian)."""
+        missing = granian_available()
+        if missing:
+            raise Skipped(missing)
+        data_dir = self.workdir / f"{slot.name}-{tag}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        env = {"TETHER_SERVE_ARGS": json.dumps(["--data-dir", str(data_dir), *extra])}
+        src = src or TETHER_SRC
+        if src is not None:
+            env["PYTHONPATH"] = str(src)
+        return granian_process(slot, "tether", self.logs, f"{slot.name}-{data_dir.name}.log", env)
 
     def start_tether(self, name: str, tag: str, *extra: str, **how: Any) -> ServerProcess:
         server = self.tether(name, tag, *extra, **how)
@@ -473,4 +583,9 @@ class Launcher:
             return ServerProcess(
                 SERVERS[name], [sys.executable, str(APPS / "bare_server.py")], self.logs / "bare.log"
             ).start()
+        if name == "bare-granian":
+            missing = granian_available()
+            if missing:
+                raise Skipped(missing)
+            return granian_process(SERVERS[name], "bare", self.logs, "bare-granian.log", {}).start()
         raise KeyError(name)
