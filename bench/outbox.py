@@ -627,9 +627,9 @@ class OutboxScenario:
         rounds: list[dict[str, Any]] = []
         for i in range(self.profile.compare_rounds):
             for label, src in (("compared build", self.compare_src), ("this build", None)):
-                result = self.measure(
-                    name, f"compare-{i}", receivers=1, kind="webhook", count=self.profile.compare_webhooks, src=src
-                )
+                # a store of its own per build and round: a second start on one store prints no key
+                tag = f"compare-{i}-{'then' if src is not None else 'now'}"
+                result = self.measure(name, tag, receivers=1, kind="webhook", count=self.profile.compare_webhooks, src=src)
                 result["build"] = label
                 rounds.append(result)
         return {"src": str(self.compare_src), "rounds": rounds}
