@@ -629,7 +629,9 @@ class OutboxScenario:
             for label, src in (("compared build", self.compare_src), ("this build", None)):
                 # a store of its own per build and round: a second start on one store prints no key
                 tag = f"compare-{i}-{'then' if src is not None else 'now'}"
-                result = self.measure(name, tag, receivers=1, kind="webhook", count=self.profile.compare_webhooks, src=src)
+                result = self.measure(
+                    name, tag, receivers=1, kind="webhook", count=self.profile.compare_webhooks, src=src
+                )
                 result["build"] = label
                 rounds.append(result)
         return {"src": str(self.compare_src), "rounds": rounds}
