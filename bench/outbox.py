@@ -426,8 +426,8 @@ class OutboxScenario:
             timeout=600,
             env=env,
         )
-        if proc.returncode != 0:
-            return {"failed": proc.stderr.strip()[-500:]}
+        if proc.returncode != 0:  # "error", not "failed": the client reports its failed requests as "failed"
+            return {"error": proc.stderr.strip()[-500:]}
         result: dict[str, Any] = json.loads(proc.stdout)
         result["received"] = receiver.count()
         log(

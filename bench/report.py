@@ -685,12 +685,13 @@ def outbox_markdown(box: dict[str, Any]) -> list[str]:
         f"{_fmt(wrk.get('receiver_cpu_pct'))} % CPU ({wrk.get('processes')} process).",
     ]
     for build, c in ceilings.get("egress_client", {}).items():
-        if "failed" in c:
-            lines.append(f"Egress client alone ({build}): failed: {c['failed']}")
+        if "error" in c:
+            lines.append(f"Egress client alone ({build}): did not run: {c['error']}")
             continue
+        failed = f", {c['failed']} requests failed" if c.get("failed") else ""
         lines.append(
             f"Egress client alone ({build}, 16 in flight, no store): **{_fmt(c.get('rps'), 0)}** req/s at "
-            f"{_fmt(c.get('cpu_pct'))} % CPU."
+            f"{_fmt(c.get('cpu_pct'))} % CPU{failed}."
         )
     for name in names:
         rounds = _get(box, name, "compare", "rounds") or []
