@@ -161,18 +161,6 @@ class RecordMap(Generic[R]):
         return read
 
 
-#: what purging a run deletes, as the names of both backends' statements, in order (the run row last)
-PURGE_STATEMENTS: Final = (
-    "purge_run_events",
-    "purge_task_messages",
-    "purge_tasks",
-    "purge_push_configs",
-    "purge_deliveries",
-    "purge_idempotency",
-    "purge_leases",
-    "purge_runs",
-)
-
 RUN: Final = RecordMap(RunRow, "runs", {"state": "json_bytes"})
 EVENT: Final = RecordMap(EventRow, "run_events", {"doc_json": "bytes"}, renamed={"doc_json": "doc"})
 IDEMPOTENCY: Final = RecordMap(IdempotencyRecord, "idempotency", {"body": "json_bytes"})

@@ -24,7 +24,6 @@ from tether.store._records import (
     EVENT,
     IDEMPOTENCY,
     KEY,
-    PURGE_STATEMENTS,
     PUSH_CONFIG,
     RUN,
     TASK,
@@ -73,7 +72,16 @@ async def _keep_session(_conn: asyncpg.Connection) -> None:
 
 
 #: what a purge deletes for each run, in this order (the run row last)
-_PURGES = tuple(Q[name] for name in PURGE_STATEMENTS)
+_PURGES = (
+    Q["purge_run_events"],
+    Q["purge_task_messages"],
+    Q["purge_tasks"],
+    Q["purge_push_configs"],
+    Q["purge_deliveries"],
+    Q["purge_idempotency"],
+    Q["purge_leases"],
+    Q["purge_runs"],
+)
 
 
 class PostgresStore:

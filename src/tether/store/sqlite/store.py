@@ -27,7 +27,6 @@ from tether.store._records import (
     EVENT,
     IDEMPOTENCY,
     KEY,
-    PURGE_STATEMENTS,
     PUSH_CONFIG,
     RUN,
     TASK,
@@ -69,7 +68,16 @@ _DELIVERY_COLUMNS = ", ".join(DELIVERY.columns)
 
 
 #: what a purge deletes for each run, in this order (the run row last)
-_PURGES = tuple(Q[name] for name in PURGE_STATEMENTS)
+_PURGES = (
+    Q["purge_run_events"],
+    Q["purge_task_messages"],
+    Q["purge_tasks"],
+    Q["purge_push_configs"],
+    Q["purge_deliveries"],
+    Q["purge_idempotency"],
+    Q["purge_leases"],
+    Q["purge_runs"],
+)
 
 
 class SqliteStore:
