@@ -6,6 +6,7 @@ Several ``PostgresStore`` objects on one database stand in for several hosts.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 
 import asyncpg
@@ -30,6 +31,7 @@ from tether.errors import StoreUnavailable
 from tether.ids import new_id
 from tether.store.base import Commit, Extra, LeaseLost, RunRow, TaskMessage, TaskRecord
 from tether.store.postgres import PostgresStore
+from tether.store.postgres._driver import Q
 from tether.store.postgres._listen import Listener, Notifier
 from tether.store.postgres._migrate import migration_files
 
@@ -316,3 +318,31 @@ def _fenced_commit(run: RunRow, fence: tuple[str, int]) -> Commit:
     return Commit(
         moved, [event(run.run_id, moved.last_sequence)], run.last_sequence, claim("fenced", run.run_id), extras, fence
     )
+
+
+def _table_scans(plan: dict[str, object]) -> list[str]:
+    """The tables a plan reads whole (``Seq Scan``), anywhere in its tree."""
+    found = [str(plan["Relation Name"])] if plan.get("Node Type") == "Seq Scan" else []
+    for child in plan.get("Plans", []):  # type: ignore[union-attr]
+        found += _table_scans(child)
+    return found
+
+
+@pytest.mark.parametrize("statement", ["commit_group", "current_tasks"])
+async def test_a_hot_statement_finds_its_rows_through_indexes_on_tables_never_analyzed(
+    postgres_store: PostgresStore, postgres_dsn: str, statement: str
+) -> None:
+    # asyncpg prepares a statement once per connection, and PostgreSQL keeps the generic plan it
+    # made then, while the tables were empty, until they are next analyzed: a plan that reads a
+    # table whole was fine at start, and a minute later commit_group scanned every idempotency
+    # claim and history message per commit (3.3 ms a statement after 5,000 sends)
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL") == 0
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        parameters = len((await conn.prepare(Q[statement])).get_parameters())
+        await conn.execute(f"PREPARE hot AS {Q[statement]}")
+        plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE hot({', '.join(['NULL'] * parameters)})")
+    finally:
+        await conn.close()
+    assert _table_scans(json.loads(plan)[0]["Plan"]) == []

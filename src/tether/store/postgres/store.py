@@ -429,6 +429,9 @@ class PostgresStore:
             return
         ids = [a.delivery_id for a in attempts]
         async with self._transaction("writing") as conn:
+            # planned for the outbox as it is now: a plan cached while it was empty reads it whole
+            # (a seq scan of the backlog per batch) until the table is next analyzed
+            await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
             await conn.execute(Q["lock_attempt_runs"], ids)
             done = await conn.fetch(
                 Q["record_attempts"],
