@@ -1,4 +1,4 @@
-"""The report: issue 6's targets judged from one run's JSON, and the markdown tables.
+"""The report: issues 6's and 12's targets judged from one run's JSON, and the markdown tables.
 
 ``targets(result)`` turns the measurements into PASS/FAIL lines, each a ratio or a bound
 measured in the same run; a target whose inputs were not measured (a server skipped, a
@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 TETHER = "tether-sqlite"
+TETHER_POSTGRES = "tether-postgres"
 #: a measurement during which other processes took more than this share of a core is flagged
 BUSY_PCT = 15.0
 SDK_MEMORY = "sdk-memory"
@@ -76,9 +77,10 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     out.append(
         _target(
             "send-vs-sdk-sqlite",
-            "message/send c=32: Tether on SQLite ≥ 25× SDK (DatabaseTaskStore, SQLite)",
+            # issue 6 asked 25× against a Python load generator; issue 12 restated it as 10× under wrk
+            "message/send c=32: Tether on SQLite ≥ 10× SDK (DatabaseTaskStore, SQLite)",
             _ratio(send_t, send_s),
-            25,
+            10,
             op=">=",
             unit="×",
             detail=rates,
@@ -110,6 +112,7 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
             detail=rates,
         )
     )
+    out += postgres_targets(result)
     first = _get(result, "scenarios", "stream", TETHER, "first_event_ms", "p50")
     out.append(_target("stream-first-event", "message/stream: first event p50 < 10 ms", first, 10, op="<", unit="ms"))
     fanouts = _get(result, "scenarios", "resubscribe", TETHER) or {}
@@ -179,6 +182,25 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         )
     )
     out += outbox_targets(result)
+    return out
+
+
+def postgres_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 12's PostgreSQL targets: each a share of Tether on SQLite's throughput in the same run."""
+    out = []
+    for scenario, label, share in (("send", "message/send", 0.7), ("get", "tasks/get", 0.5)):
+        postgres, sqlite = (_rps(result, scenario, s, 32) for s in (TETHER_POSTGRES, TETHER))
+        out.append(
+            _target(
+                f"{scenario}-postgres-vs-sqlite",
+                f"{label} c=32: Tether on PostgreSQL ≥ {share:.0%} of Tether on SQLite",
+                _ratio(postgres, sqlite),
+                share,
+                op=">=",
+                unit="×",
+                detail=f"PostgreSQL {postgres} req/s, SQLite {sqlite} req/s",
+            )
+        )
     return out
 
 
@@ -583,7 +605,7 @@ def markdown(result: dict[str, Any]) -> str:
 
     lines += [
         "",
-        "## Targets (issue 6), each measured in this run",
+        "## Targets (issues 6 and 12), each measured in this run",
         "",
         "| target | measured | bound | result |",
         "|---|---|---|---|",

@@ -76,6 +76,8 @@ SERVERS: dict[str, Slot] = {
         Slot("bare", "bare ASGI (ceiling)", "/", False, False),
         Slot("tether-sqlite-granian", "Tether, SQLite (fsync'd), on granian", "/v1/a2a", True, True, True, "granian"),
         Slot("bare-granian", "bare ASGI on granian (its ceiling)", "/", False, False, stack="granian"),
+        # not durable: its commits are written nowhere (apps/storeless_host.py), the request path's own bound
+        Slot("tether-storeless", "Tether, commits written nowhere (the request path's bound)", "/v1/a2a", True, False),
     )
 }
 
@@ -526,6 +528,9 @@ class Launcher:
             return tether_process(slot, self.workdir / f"{name}-{tag}", self.logs, *extra, **how)
         if name == "tether-sqlite-granian":
             return self.tether_on_granian(slot, tag, *extra, **how)
+        if name == "tether-storeless":
+            entry = (str(APPS / "storeless_host.py"),)
+            return tether_process(slot, self.workdir / f"{name}-{tag}", self.logs, *extra, entry=entry, **how)
         assert name == "tether-postgres"
         if _postgres_reachable(self.pg_admin):
             try:

@@ -35,6 +35,8 @@ TARGET_IDS = {
     "send-p99",
     "get-vs-sdk-memory",
     "get-vs-bare",
+    "send-postgres-vs-sqlite",
+    "get-postgres-vs-sqlite",
     "stream-first-event",
     "fanout-p99",
     "fanout-rss",
@@ -191,6 +193,8 @@ def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
         "outbox-backlog-drain",
     ):
         assert targets[tid]["pass"] in (True, False), f"{tid} was not judged: {targets[tid]}"
+    for tid in ("send-postgres-vs-sqlite", "get-postgres-vs-sqlite"):  # PostgreSQL was skipped: not judged
+        assert targets[tid]["pass"] is None and targets[tid]["value"] is None, targets[tid]
     if "sdk-memory" in servers:
         assert targets["send-vs-sdk-memory"]["value"] > 0 and targets["get-vs-sdk-memory"]["value"] > 0
 
