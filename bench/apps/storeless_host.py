@@ -1,4 +1,4 @@
-"""``tether serve`` on SQLite with its commits written nowhere: the most the host answers before its store costs anything.
+"""``tether serve`` on SQLite with its commits written nowhere: what the host answers before its store costs anything.
 
     python bench/apps/storeless_host.py serve --data-dir DIR ...   (the arguments of `tether`)
 
