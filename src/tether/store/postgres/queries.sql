@@ -281,7 +281,9 @@ DELETE FROM webhooks WHERE tenant = $1 AND webhook_id = $2;
 
 -- name: insert_deliveries
 -- Enqueue deliveries, one per array element; they are pending and due at once, and each
--- heads its stream unless a pending row of the stream is there already. (The array's stream
+-- heads its stream unless a pending row of the stream is there already (a probe by key: a
+-- scalar sub-select is never made a join or a hashed sub-plan, which a plan cached while the
+-- outbox was tiny reads whole; see commit_group). (The array's stream
 -- keys are distinct: one per target. A delivery of a run is enqueued under the run row's
 -- lock, which record_attempts also takes, so the flag and a head's end never race.)
 -- ($1 delivery ids, $2 target ids, $3 stream keys, $4 urls, then one value for all:
@@ -290,21 +292,21 @@ INSERT INTO outbox (delivery_id, tenant, kind, target_id, stream_key, run_id, se
                     next_attempt_at, last_error, created_at, updated_at, head)
 SELECT d.delivery_id, $5::text, $6::text, d.target_id, d.stream_key, $7::text, $8::bigint, d.url, $9::bytea, $10::boolean,
        'pending', 0, $11::text, NULL, $11::text, $11::text,
-       NOT EXISTS (SELECT 1 FROM outbox p WHERE p.stream_key = d.stream_key AND p.status = 'pending')
+       (SELECT true FROM outbox p WHERE p.stream_key = d.stream_key AND p.status = 'pending' LIMIT 1) IS NULL
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS d(delivery_id, target_id, stream_key, url);
 
 -- name: due_deliveries
 -- Claim for owner $3 for $4 seconds the due ($1 now) pending deliveries that head their
 -- stream and that no live claim holds, at most $2, in one statement: rows another host is
 -- claiming right now are skipped (SKIP LOCKED), never waited for. Heads are read from the
--- outbox_due index, so the cost does not grow with the backlog; the NOT EXISTS is one index
+-- outbox_due index, so the cost does not grow with the backlog; the sub-select is one index
 -- probe per candidate, and keeps the order even if a head flag were ever wrong.
 WITH due AS (
     SELECT o.delivery_id FROM outbox o
     WHERE o.status = 'pending' AND o.head AND o.next_attempt_at <= $1
       AND (o.claimed_until IS NULL OR o.claimed_until < now())
-      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.status = 'pending' AND p.stream_key = o.stream_key
-                      AND (p.sequence, p.delivery_id) < (o.sequence, o.delivery_id))
+      AND (SELECT true FROM outbox p WHERE p.status = 'pending' AND p.stream_key = o.stream_key
+           AND (p.sequence, p.delivery_id) < (o.sequence, o.delivery_id) LIMIT 1) IS NULL
     ORDER BY o.next_attempt_at, o.delivery_id
     LIMIT $2
     FOR UPDATE OF o SKIP LOCKED
@@ -380,8 +382,8 @@ ORDER BY delivery_id DESC LIMIT $3;
 -- It heads its stream unless a pending row heads it already (then, being older, it is
 -- promoted when that one is done).
 UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $3, updated_at = $3, claimed_by = NULL, claimed_until = NULL,
-                  head = NOT EXISTS (SELECT 1 FROM outbox p WHERE p.stream_key = outbox.stream_key AND p.status = 'pending'
-                                     AND p.head AND p.delivery_id <> outbox.delivery_id)
+                  head = (SELECT true FROM outbox p WHERE p.stream_key = outbox.stream_key AND p.status = 'pending'
+                          AND p.head AND p.delivery_id <> outbox.delivery_id LIMIT 1) IS NULL
 WHERE delivery_id = $1 AND status = 'dead' AND ($2::text IS NULL OR tenant = $2);
 
 -- name: claim_setting
