@@ -374,3 +374,24 @@ async def test_only_the_listed_statements_read_a_table_whole_when_planned_on_tab
         await conn.close()
     assert "commit_group" in Q and "current_tasks" in Q and "insert_deliveries" in Q
     assert set(scanning) == READ_WHOLE, scanning
+
+
+@pytest.mark.parametrize("statement", ["claim_run", "release_run"])
+async def test_lease_bookkeeping_commits_unflushed_and_leaves_the_session_synchronous(
+    postgres_store: PostgresStore, postgres_dsn: str, statement: str
+) -> None:
+    # a lease is relied on only through check_fence, inside a synchronous write; its own commit
+    # need not wait for the WAL flush. The setting must end with the statement's transaction:
+    # a session left asynchronous would acknowledge the host's real writes before they are durable
+    conn = await asyncpg.connect(postgres_dsn)
+    arguments = ("run-lease", "host-a", 30.0) if statement == "claim_run" else ("run-lease", "host-a")
+    try:
+        await postgres_store.claim_run("run-lease", "host-a", 30.0)  # a lease to release (and to keep)
+        async with conn.transaction():
+            await conn.execute(Q[statement], *arguments)
+            assert await conn.fetchval("SHOW synchronous_commit") == "off"
+        await postgres_store.claim_run("run-lease", "host-a", 30.0)
+        await conn.execute(Q[statement], *arguments)
+        assert await conn.fetchval("SHOW synchronous_commit") == "on"
+    finally:
+        await conn.close()

@@ -94,8 +94,13 @@ SELECT epoch FROM run_leases WHERE run_id = $1 AND owner = $2 AND epoch = $3 AND
 -- name: claim_run
 -- Take or keep the lease of run $1 for owner $2 for $3 seconds: granted when the owner
 -- holds it already or it has lapsed; the epoch goes up when the holder changes.
+-- Its commit does not wait for the WAL flush (synchronous_commit off, for this statement's
+-- transaction only): a lease is only ever relied on through check_fence, inside a write
+-- that commits synchronously, which flushes the claim with it. A claim lost with the
+-- database server's crash fails the holder's next fenced write, as a lapsed lease does.
 INSERT INTO run_leases (run_id, owner, epoch, expires_at)
-VALUES ($1, $2, 1, now() + make_interval(secs => $3))
+SELECT $1, $2, 1, now() + make_interval(secs => $3)
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
 ON CONFLICT (run_id) DO UPDATE SET
     owner = excluded.owner,
     epoch = CASE WHEN run_leases.owner = excluded.owner THEN run_leases.epoch ELSE run_leases.epoch + 1 END,
@@ -111,7 +116,11 @@ RETURNING run_id;
 
 -- name: release_run
 -- Give up the lease of run $1 if owner $2 holds it: lapse it in place, keeping the epoch.
-UPDATE run_leases SET expires_at = '-infinity' WHERE run_id = $1 AND owner = $2;
+-- Unflushed, as claim_run: a release lost with the database server's crash leaves the lease
+-- to lapse at its expiry.
+UPDATE run_leases SET expires_at = '-infinity'
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
+WHERE run_id = $1 AND owner = $2;
 
 -- name: orphaned_runs
 -- Runs that need a host and have no live lease: executing ones, and waiting ones whose
