@@ -97,7 +97,9 @@ SELECT epoch FROM run_leases WHERE run_id = $1 AND owner = $2 AND epoch = $3 AND
 -- Its commit does not wait for the WAL flush (synchronous_commit off, for this statement's
 -- transaction only): a lease is only ever relied on through check_fence, inside a write
 -- that commits synchronously, which flushes the claim with it. A claim lost with the
--- database server's crash fails the holder's next fenced write, as a lapsed lease does.
+-- database server's crash (the last ~200 ms of them) fails the holder's next fenced write, as
+-- a lapsed lease does: meanwhile another host may take the run and run its step again, which
+-- a lease that lapses allows too (steps are at least once; their effects carry stable ids).
 INSERT INTO run_leases (run_id, owner, epoch, expires_at)
 SELECT $1, $2, 1, now() + make_interval(secs => $3)
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
