@@ -292,10 +292,10 @@ DELETE FROM webhooks WHERE tenant = $1 AND webhook_id = $2;
 
 -- name: insert_deliveries
 -- Enqueue deliveries, one per array element; they are pending and due at once, and each
--- heads its stream unless a pending row of the stream is there already (a probe by key: a
--- scalar sub-select is never made a join or a hashed sub-plan, which a plan cached while the
--- outbox was tiny reads whole; see commit_group). (The array's stream
--- keys are distinct: one per target. A delivery of a run is enqueued under the run row's
+-- heads its stream unless a pending row of the stream is there already. That check is a
+-- scalar sub-select, a probe by key: as NOT EXISTS, the plan a connection made while the
+-- outbox was tiny read it whole (see commit_group). (The array's stream keys are distinct:
+-- one per target. A delivery of a run is enqueued under the run row's
 -- lock, which record_attempts also takes, so the flag and a head's end never race.)
 -- ($1 delivery ids, $2 target ids, $3 stream keys, $4 urls, then one value for all:
 --  $5 tenant, $6 kind, $7 run_id, $8 sequence, $9 body, $10 final, $11 now)
