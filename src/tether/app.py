@@ -156,7 +156,7 @@ def readiness_checks(store: Store, engine: Engine, key: bytes) -> list[tuple[str
     fingerprint = host_key_fingerprint(key)
 
     async def store_answers() -> str | None:
-        # a no-op write: on SQLite it passes through the writer thread, so it proves that loop runs too
+        # a no-op write: on SQLite it passes through the writer process, so it proves that process runs too
         stored = await store.claim_setting("host_key_fingerprint", fingerprint)
         return None if stored == fingerprint else "the store holds another host key's fingerprint"
 

@@ -258,6 +258,9 @@ class IdempotencyClaimed(Exception):
         super().__init__(f"idempotency key {existing.scope}:{existing.key} already claimed")
         self.existing = existing
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.existing,)  # pickled by its record (SQLite's writer process sends it back)
+
 
 class Store(Protocol):
     """What every storage backend provides. Each call is its own transaction."""

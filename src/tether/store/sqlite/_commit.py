@@ -1,15 +1,19 @@
-"""A commit made ready for the writer thread, and the fan-out it does inside the transaction.
+"""A commit made ready for the writer process, and the fan-out it does inside the transaction.
 
 A commit is laid out as rows by table in the event loop, before it is queued; the writer
-then writes it in one of two ways (``_writer``): grouped with the other commits of its
-batch (``CommitJob.prepare``: its checks now, its rows inserted with the batch's), or
+process then writes it in one of two ways (``_group``): grouped with the other commits of
+its batch (``CommitJob.prepare``: its checks now, its rows inserted with the batch's), or
 alone, when something in the batch refused (``CommitJob.write``: every refusal said
-precisely, the idempotency claim checked first).
+precisely, the idempotency claim checked first). A ``CommitJob`` crosses to the writer
+process pickled, so it holds plain values only: rows, keys, and the fan-outs that may find a
+subscriber, their bodies rendered (``SqliteStore.commit`` decides which).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -22,7 +26,6 @@ from tether.store.base import (
     DeliveryRow,
     Fanout,
     IdempotencyClaimed,
-    IdempotencyRecord,
     LeaseLost,
     PushConfigRow,
     TaskMessage,
@@ -33,9 +36,18 @@ from tether.store.fanout import targets as fanout_targets
 from tether.store.sqlite import _inserts
 from tether.store.sqlite._driver import Q, fetch_all, fetch_one, now_iso
 
-#: each tenant's webhooks as the writer last read them (writer thread only): a webhook
-#: write forgets its tenant's, a transaction that does not commit all
+#: each tenant's webhooks as this writer process last read them: a webhook write forgets its
+#: tenant's, a transaction that does not commit all (``_group``)
 Webhooks = dict[str, list[WebhookRow]]
+_WEBHOOKS: Webhooks = {}
+
+
+def forget_webhooks(tenant: str | None = None) -> None:
+    """Forget what was read of ``tenant``'s webhooks (of every tenant's, without one)."""
+    if tenant is None:
+        _WEBHOOKS.clear()
+    else:
+        _WEBHOOKS.pop(tenant, None)
 
 
 class CommitJob:
@@ -43,20 +55,33 @@ class CommitJob:
 
     The rows that need no reading (the new run, its events, the task record and messages)
     are laid out here, in the event loop; push configs and fan-outs wait for the writer,
-    because they write through a statement or read the subscribers.
+    because they write through a statement or read the subscribers. ``may_match`` says of a
+    fan-out whether a subscriber may be there for it: the others are left out, and the
+    body of each one kept is rendered here (a job holds no callables).
     """
 
-    __slots__ = ("_claim", "_commit", "_later", "_new_configs", "_rows", "_update", "_webhooks")
+    __slots__ = (
+        "_claim",
+        "_fence",
+        "_later",
+        "_messages",
+        "_new_configs",
+        "_rows",
+        "_run_id",
+        "_update",
+        "_updated_at",
+    )
 
-    def __init__(self, commit: Commit, webhooks: Webhooks) -> None:
+    def __init__(self, commit: Commit, may_match: Callable[[Fanout], bool]) -> None:
         run = commit.run
-        self._commit = commit
-        self._webhooks = webhooks
+        self._run_id = run.run_id
+        self._fence = commit.fence
+        self._updated_at = run.updated_at
         self._rows = rows = _inserts.Rows()
-        #: the idempotency key the commit claims, and its row
-        self._claim: tuple[IdempotencyRecord, list[Any]] | None = None
-        if commit.idempotency is not None:
-            self._claim = (commit.idempotency, _records.IDEMPOTENCY.values(commit.idempotency))
+        #: the idempotency key the commit claims (tenant, scope, key), and its row
+        self._claim: tuple[tuple[str, str, str], list[Any]] | None = None
+        if (claim := commit.idempotency) is not None:
+            self._claim = ((claim.tenant, claim.scope, claim.key), _records.IDEMPOTENCY.values(claim))
         creates = commit.expected_sequence is None
         #: the compare-and-swap of a run that exists
         self._update: dict[str, Any] | None = None
@@ -74,22 +99,31 @@ class CommitJob:
             }
         for event in commit.events:
             rows.add(_inserts.EVENTS, _records.EVENT.values(event))
+        message_task, message_ids = "", list[str]()
         self._later: list[PushConfigRow | Fanout] = []  # written by the writer: they read, or must be read
         for extra in commit.extras:
             if isinstance(extra, TaskRecord):
                 rows.add(_inserts.TASKS, _records.TASK.values(extra))
             elif isinstance(extra, TaskMessage):
                 rows.add(_inserts.MESSAGES, _records.MESSAGE.values(extra))
-            elif isinstance(extra, (PushConfigRow, Fanout)):
+                message_ids.append(extra.message_id)
+                message_task = extra.task_id
+            elif isinstance(extra, PushConfigRow):
                 self._later.append(extra)
+            elif isinstance(extra, Fanout) and may_match(extra):
+                self._later.append(extra if isinstance(extra.body, bytes) else replace(extra, body=extra.rendered()))
+            elif isinstance(extra, Fanout):
+                continue  # no subscriber can be there for it
             else:
                 raise TypeError(f"unknown commit extra {type(extra).__name__}")
+        #: the task and ids of the messages the commit records (what a duplicate's refusal names)
+        self._messages = (message_task, message_ids) if message_ids else None
         # A push config can only be set on a task that exists: the task of a run this commit
         # creates has only those the commit itself registers, and nothing needs to be read.
         self._new_configs: list[tuple[str, str]] | None = None
         if creates:
             self._new_configs = [
-                (x.config_id, x.url) for x in self._later if isinstance(x, PushConfigRow) and x.task_id == run.run_id
+                (x.config_id, x.url) for x in commit.extras if isinstance(x, PushConfigRow) and x.task_id == run.run_id
             ]
 
     def prepare(self, conn: sqlite3.Connection) -> _inserts.Rows:
@@ -115,40 +149,41 @@ class CommitJob:
     def _refusal(self, refused: _inserts.Refused) -> BaseException:
         """What a table's refusal of this commit's row means to the caller."""
         if refused.table is _inserts.RUNS:
-            return SequenceConflict(self._commit.run.run_id)  # a run with this id exists already
-        if refused.table is _inserts.MESSAGES:
-            messages = [x for x in self._commit.extras if isinstance(x, TaskMessage)]
-            names = ", ".join(repr(m.message_id) for m in messages)
+            return SequenceConflict(self._run_id)  # a run with this id exists already
+        if refused.table is _inserts.MESSAGES and self._messages is not None:
+            task_id, message_ids = self._messages
+            names = ", ".join(repr(message_id) for message_id in message_ids)
             return Conflict(
-                f"message {names} is already in the history of task {messages[0].task_id!r}",
+                f"message {names} is already in the history of task {task_id!r}",
                 code="message_already_recorded",
             )
         return refused.__cause__ or refused
 
     def _checked(self, conn: sqlite3.Connection) -> _inserts.Rows:
         """Run what cannot wait for the inserts; the commit's rows but its claim, with its deliveries."""
-        commit, run = self._commit, self._commit.run
-        if commit.fence is not None:
-            owner, epoch = commit.fence
-            if conn.execute(Q["check_fence"], (run.run_id, owner, epoch, now_iso())).fetchone() is None:
-                raise LeaseLost(run.run_id)
+        run_id = self._run_id
+        if self._fence is not None:
+            owner, epoch = self._fence
+            if conn.execute(Q["check_fence"], (run_id, owner, epoch, now_iso())).fetchone() is None:
+                raise LeaseLost(run_id)
         if self._update is not None and conn.execute(Q["update_run"], self._update).rowcount != 1:
-            raise SequenceConflict(run.run_id)
+            raise SequenceConflict(run_id)
         prepared = self._rows.copy()
         for extra in self._later:
             if isinstance(extra, PushConfigRow):
                 conn.execute(Q["upsert_push_config"], _records.PUSH_CONFIG.named(extra))
             else:
-                known = self._new_configs if extra.task_id == run.run_id else None
-                prepared.enqueued += fan_out(conn, extra, run.updated_at, self._webhooks, known, prepared)
+                known = self._new_configs if extra.task_id == run_id else None
+                prepared.enqueued += fan_out(conn, extra, self._updated_at, known, prepared)
         return prepared
 
 
-def _claimed_before(conn: sqlite3.Connection, claim: IdempotencyRecord) -> Exception:
-    """The refusal of a commit whose idempotency key is claimed already, with the record that holds it."""
-    existing = fetch_one(conn, _records.IDEMPOTENCY, Q["get_idempotency"], (claim.tenant, claim.scope, claim.key))
+def _claimed_before(conn: sqlite3.Connection, claim: tuple[str, str, str]) -> Exception:
+    """The refusal of a commit whose idempotency key (tenant, scope, key) is claimed already, with the record
+    that holds it."""
+    existing = fetch_one(conn, _records.IDEMPOTENCY, Q["get_idempotency"], claim)
     if existing is None:  # DO NOTHING only yields to a claim, and claims are never deleted
-        return StoreUnavailable(f"idempotency key {claim.scope}:{claim.key} is claimed but unreadable")
+        return StoreUnavailable(f"idempotency key {claim[1]}:{claim[2]} is claimed but unreadable")
     return IdempotencyClaimed(existing)
 
 
@@ -156,15 +191,14 @@ def fan_out(
     conn: sqlite3.Connection,
     fanout: Fanout,
     now: str,
-    webhooks: Webhooks,
     new_configs: list[tuple[str, str]] | None,
     rows: _inserts.Rows,
 ) -> int:
     """Add one outbox row to ``rows`` per subscriber that matches (read inside the
     caller's transaction); how many.
 
-    ``webhooks``: each tenant's webhooks as the writer last read them (kept by the store),
-    filled here when a tenant's are not known. ``new_configs``: when the commit creates the run, its
+    A tenant's webhooks are read once and kept (``_WEBHOOKS``). ``new_configs``: when the
+    commit creates the run, its
     task's push configs are those the commit itself registers (as config id, url): a
     config can only be set on a task that exists.
     """
@@ -176,9 +210,9 @@ def fan_out(
         configs = new_configs
     hooks: list[WebhookRow] = []
     if fanout.kind == "webhook":
-        if fanout.tenant not in webhooks:
-            webhooks[fanout.tenant] = fetch_all(conn, _records.WEBHOOK, Q["tenant_webhooks"], (fanout.tenant,))
-        hooks = webhooks[fanout.tenant]
+        if fanout.tenant not in _WEBHOOKS:
+            _WEBHOOKS[fanout.tenant] = fetch_all(conn, _records.WEBHOOK, Q["tenant_webhooks"], (fanout.tenant,))
+        hooks = _WEBHOOKS[fanout.tenant]
     found = fanout_targets(fanout, configs, hooks)
     body = fanout.rendered() if found else b""
     for target_id, stream_key, url in found:

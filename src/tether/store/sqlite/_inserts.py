@@ -1,10 +1,9 @@
 """Rows of many commits, written with one INSERT per table.
 
-Each statement the writer thread runs lets go of the GIL while SQLite works and must
-then win it back from the event loop. Under load that wait, not SQLite, bounded the
-writer: about 20 µs per statement, a dozen statements per commit. So a commit hands the
-writer its new rows by table, and the writer inserts the rows of every commit in its
-batch with one multi-row statement per table.
+Each statement costs the writer a round through SQLite's statement machinery (and, when
+it was a thread, a wait for the interpreter lock). So a commit hands the writer its new
+rows by table, and the writer inserts the rows of every commit in its batch with one
+multi-row statement per table.
 """
 
 from __future__ import annotations
@@ -48,6 +47,10 @@ class Table:
     def sql(self, rows: int) -> str:
         return _statement(self, rows)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by name (jobs cross to the writer process): one of ``ORDER`` on the other side."""
+        return table_named, (self.name,)
+
 
 @functools.lru_cache(maxsize=1024)
 def _statement(table: Table, rows: int) -> str:
@@ -68,6 +71,11 @@ OUTBOX = Table.of(_records.DELIVERY)
 #: the order tables are written in (the schema has no foreign keys; this is the order a
 #: single commit always used)
 ORDER = (IDEMPOTENCY, RUNS, EVENTS, TASKS, MESSAGES, OUTBOX)
+_BY_NAME = {table.name: table for table in ORDER}
+
+
+def table_named(name: str) -> Table:
+    return _BY_NAME[name]
 
 
 class Refused(Exception):

@@ -133,6 +133,14 @@ SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, create
 -- The webhooks of a tenant (fan-out candidates).
 SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at FROM webhooks WHERE tenant = ?;
 
+-- name: webhook_tenants
+-- The tenants that have a webhook (read at open: whose fan-outs may match).
+SELECT DISTINCT tenant FROM webhooks;
+
+-- name: push_config_tasks
+-- The tasks that have a push config (read at open: whose pushes may match).
+SELECT DISTINCT task_id FROM push_configs;
+
 -- name: delete_webhook
 -- Unsubscribe.
 DELETE FROM webhooks WHERE tenant = ? AND webhook_id = ?;

@@ -1,9 +1,9 @@
-"""SQLite store: WAL, fsync'd commits, one writer thread that groups commits.
+"""SQLite store: WAL, fsync'd commits, one writer process that groups commits.
 
-Every write is a job for the writer thread (``_writer``), which runs all the jobs waiting
-in its queue in one transaction, so that many requests share one fsync; a commit is laid
-out as rows by table before it is queued (``_commit``), and the rows of a whole batch go
-in with one INSERT per table (``_inserts``). Reads run on a small pool of reader
+Every write is a job for the writer process (``_writer``), which runs all the jobs waiting
+for it in one transaction (``_group``), so that many requests share one fsync; a commit is
+laid out as rows by table before it is sent (``_commit``), and the rows of a whole batch go
+in with one INSERT per table (``_inserts``); the other writes are ``_writes``. Reads run on a small pool of reader
 connections, which WAL lets run beside the writer. Connections, queries and rows read as
 records are in ``_driver``, the schema in ``_migrate``, and the one-host lock in ``_host``.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import orjson
 
-from tether.errors import Conflict, StoreUnavailable
+from tether.errors import StoreUnavailable
 from tether.store._records import (
     CREDENTIAL,
     DELIVERY,
@@ -40,6 +40,7 @@ from tether.store.base import (
     CredentialRow,
     DeliveryRow,
     EventRow,
+    Fanout,
     IdempotencyRecord,
     KeyRow,
     PushConfigRow,
@@ -49,10 +50,9 @@ from tether.store.base import (
     WebhookRow,
     WorkflowRow,
 )
-from tether.store.fanout import push_stream_task
-from tether.store.sqlite import _inserts
+from tether.store.sqlite import _writes
 from tether.store.sqlite._claims import Claims
-from tether.store.sqlite._commit import CommitJob, Webhooks
+from tether.store.sqlite._commit import CommitJob
 from tether.store.sqlite._driver import Q, connect, fetch_all, fetch_one, later_iso, now_iso
 from tether.store.sqlite._host import StoreInUse, lock_host, unlock_host
 from tether.store.sqlite._migrate import apply_migrations
@@ -65,19 +65,6 @@ T = TypeVar("T")
 #: the columns a run listing reads, and a delivery listing
 _RUN_COLUMNS = ", ".join(RUN.columns)
 _DELIVERY_COLUMNS = ", ".join(DELIVERY.columns)
-
-
-#: what a purge deletes for each run, in this order (the run row last)
-_PURGES = (
-    Q["purge_run_events"],
-    Q["purge_task_messages"],
-    Q["purge_tasks"],
-    Q["purge_push_configs"],
-    Q["purge_deliveries"],
-    Q["purge_idempotency"],
-    Q["purge_leases"],
-    Q["purge_runs"],
-)
 
 
 class SqliteStore:
@@ -99,11 +86,14 @@ class SqliteStore:
         self._conns_lock = threading.Lock()
         #: every commit passes through this process, so the tasks it read or wrote lately are kept
         self._tasks = TaskCache()
-        #: each tenant's webhooks as the writer last read them (writer thread only): a
-        #: webhook write forgets its tenant's, a transaction that does not commit all
-        self._webhooks: Webhooks = {}
-        self._writer = Writer(on_rollback=self._webhooks.clear, on_batch=self._batched)
-        #: told how many writes each transaction (one fsync) made durable, from the writer's thread (metrics)
+        self._writer = Writer(on_batch=self._batched)
+        #: the tasks that have (or had) a push config, and the tenants that have (or had) a
+        #: webhook, as the writer process will see them: kept when the write is sent, so that a
+        #: commit sent after it renders the fan-outs it may match, and leaves out the others
+        #: (a job crosses to the writer pickled, and a fan-out's body is a callable until rendered)
+        self._push_tasks: set[str] = set()
+        self._webhook_tenants: set[str] = set()
+        #: told how many writes each transaction (one fsync) made durable (metrics)
         self.on_group: Callable[[int], None] | None = None
         self._host_lock: int | None = None
         #: the deliveries this process is sending (one host per file: memory is where claims live)
@@ -123,8 +113,13 @@ class SqliteStore:
             raise RuntimeError(f"cannot open a store that is {self._state}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = connect(self.path)
-        apply_migrations(conn)
-        self._writer.start(conn)
+        try:
+            apply_migrations(conn)
+            self._push_tasks = {row[0] for row in conn.execute(Q["push_config_tasks"])}
+            self._webhook_tenants = {row[0] for row in conn.execute(Q["webhook_tenants"])}
+        finally:
+            conn.close()
+        self._writer.start(self.path)
         self._pool = ThreadPoolExecutor(max_workers=self._readers, thread_name_prefix="tether-sqlite-reader")
         self._state = "open"
 
@@ -163,14 +158,11 @@ class SqliteStore:
 
     # the writer and the readers ----------------------------------------------------------
 
-    async def _write(
-        self,
-        fn: Callable[[sqlite3.Connection], T],
-        prepare: Callable[[sqlite3.Connection], _inserts.Rows] | None = None,
-    ) -> T:
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, *args)`` in the writer process (``fn`` one of ``_writes``)."""
         if self._state != "open":
             raise StoreUnavailable(f"the store is {self._state}")
-        return await self._writer.write(fn, prepare)
+        return await self._writer.write(fn, args)
 
     def _reader(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -190,10 +182,21 @@ class SqliteStore:
     # runs and events -------------------------------------------------------------------
 
     async def commit(self, commit: Commit) -> int:
-        job = CommitJob(commit, self._webhooks)
-        enqueued = await self._write(job.write, job.prepare)
+        if self._state != "open":
+            raise StoreUnavailable(f"the store is {self._state}")
+        self._push_tasks.update(x.task_id for x in commit.extras if isinstance(x, PushConfigRow))
+        job = CommitJob(commit, self._may_match)
+        enqueued: int = await self._writer.write(job.write, prepare=job.prepare)
         self._tasks.committed(commit)
         return enqueued
+
+    def _may_match(self, fanout: Fanout) -> bool:
+        """Whether a subscriber may be there for ``fanout`` when the writer reaches it."""
+        if fanout.kind == "a2a-push":
+            return fanout.task_id in self._push_tasks
+        if fanout.kind == "webhook":
+            return fanout.tenant in self._webhook_tenants
+        return True  # a callback's url is the run's own
 
     async def get_run(self, run_id: str, tenant: str | None = None) -> RunRow | None:
         cached = self._tasks.get(run_id)
@@ -241,15 +244,8 @@ class SqliteStore:
     # keys --------------------------------------------------------------------------------
 
     async def insert_key(self, key: KeyRow) -> None:
-        params = KEY.named(key)
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(Q["insert_key"], params)
-
-        try:
-            await self._write(write)
-        except sqlite3.IntegrityError as exc:
-            raise Conflict(f"an active key named {key.name!r} already exists", code="key_exists") from exc
+        refusal = f"an active key named {key.name!r} already exists"
+        await self._write(_writes.insert_unique, Q["insert_key"], KEY.named(key), refusal, "key_exists")
 
     async def get_key(self, key_id: str) -> KeyRow | None:
         return await self._read(lambda conn: fetch_one(conn, KEY, Q["get_key"], (key_id,)))
@@ -258,20 +254,13 @@ class SqliteStore:
         return await self._read(lambda conn: fetch_all(conn, KEY, Q["list_keys"]))
 
     async def revoke_key(self, name: str, revoked_at: str) -> bool:
-        return await self._write(lambda conn: conn.execute(Q["revoke_key"], (revoked_at, name)).rowcount > 0)
+        return await self._write(_writes.changed, Q["revoke_key"], (revoked_at, name))
 
     # outbound credentials ----------------------------------------------------------------
 
     async def insert_credential(self, row: CredentialRow) -> None:
-        params = CREDENTIAL.named(row)
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(Q["insert_credential"], params)
-
-        try:
-            await self._write(write)
-        except sqlite3.IntegrityError as exc:
-            raise Conflict(f"a credential named {row.name!r} already exists", code="credential_exists") from exc
+        refusal, code = f"a credential named {row.name!r} already exists", "credential_exists"
+        await self._write(_writes.insert_unique, Q["insert_credential"], CREDENTIAL.named(row), refusal, code)
 
     async def get_credential(self, name: str) -> CredentialRow | None:
         return await self._read(lambda conn: fetch_one(conn, CREDENTIAL, Q["get_credential"], (name,)))
@@ -280,34 +269,20 @@ class SqliteStore:
         return await self._read(lambda conn: fetch_all(conn, CREDENTIAL, Q["list_credentials"]))
 
     async def delete_credential(self, name: str) -> bool:
-        return await self._write(lambda conn: conn.execute(Q["delete_credential"], (name,)).rowcount > 0)
+        return await self._write(_writes.changed, Q["delete_credential"], (name,))
 
     # workflows ---------------------------------------------------------------------------
 
     async def put_workflow(self, row: WorkflowRow) -> bool:
         """Store a definition; returns False when the identical one was already there."""
         definition = orjson.dumps(row.definition, option=orjson.OPT_SORT_KEYS)
-        params = WORKFLOW.named(row)
-
-        def write(conn: sqlite3.Connection) -> bool:
-            existing = fetch_one(conn, WORKFLOW, Q["get_workflow"], (row.workflow_id,))
-            if existing is not None and orjson.dumps(existing.definition, option=orjson.OPT_SORT_KEYS) == definition:
-                return False
-            conn.execute(Q["upsert_workflow"], params)
-            return True
-
-        return await self._write(write)
+        return await self._write(_writes.put_workflow, row.workflow_id, definition, WORKFLOW.named(row))
 
     async def list_workflows(self) -> list[WorkflowRow]:
         return await self._read(lambda conn: fetch_all(conn, WORKFLOW, Q["list_workflows"]))
 
     async def claim_setting(self, name: str, value: str) -> str:
-        def write(conn: sqlite3.Connection) -> str:
-            conn.execute(Q["claim_setting"], (name, value))
-            stored: str = conn.execute(Q["get_setting"], (name,)).fetchone()[0]
-            return stored
-
-        return await self._write(write)
+        return await self._write(_writes.claim_setting, name, value)
 
     # A2A tasks ---------------------------------------------------------------------------
 
@@ -371,59 +346,38 @@ class SqliteStore:
     # push configs ------------------------------------------------------------------------
 
     async def put_push_config(self, row: PushConfigRow) -> None:
-        params = PUSH_CONFIG.named(row)
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(Q["upsert_push_config"], params)
-
-        await self._write(write)
+        self._push_tasks.add(row.task_id)
+        await self._write(_writes.execute, Q["upsert_push_config"], PUSH_CONFIG.named(row))
 
     async def list_push_configs(self, task_id: str) -> list[PushConfigRow]:
         return await self._read(lambda conn: fetch_all(conn, PUSH_CONFIG, Q["list_push_configs"], (task_id,)))
 
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
-        return await self._write(lambda conn: conn.execute(Q["delete_push_config"], (task_id, config_id)).rowcount > 0)
+        return await self._write(_writes.changed, Q["delete_push_config"], (task_id, config_id))
 
     # retention ---------------------------------------------------------------------------
 
     async def purge_runs(
         self, before: str, limit: int, *, tenant: str | None = None, dry_run: bool = False
     ) -> list[str]:
-        def purge(conn: sqlite3.Connection) -> list[str]:
-            ids = [row[0] for row in conn.execute(Q["purgeable_runs"], (before, tenant, limit))]
-            if ids and not dry_run:
-                listed = orjson.dumps(ids).decode()
-                for statement in _PURGES:
-                    conn.execute(statement, (listed,))
-            return ids
-
-        ids = await self._write(purge)
+        ids: list[str] = await self._write(_writes.purge_runs, before, tenant, limit, dry_run)
         if not dry_run:
             for run_id in ids:  # here, in the event loop's thread, which alone touches the cache
                 self._tasks.forget(run_id)
+                self._push_tasks.discard(run_id)  # its push configs went with it
         return ids
 
     # webhooks ------------------------------------------------------------------------------
 
     async def put_webhook(self, row: WebhookRow) -> None:
-        params = WEBHOOK.named(row)
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(Q["insert_webhook"], params)
-            self._webhooks.pop(row.tenant, None)
-
-        await self._write(write)
+        self._webhook_tenants.add(row.tenant)
+        await self._write(_writes.put_webhook, row.tenant, WEBHOOK.named(row))
 
     async def get_webhook(self, webhook_id: str) -> WebhookRow | None:
         return await self._read(lambda conn: fetch_one(conn, WEBHOOK, Q["get_webhook"], (webhook_id,)))
 
     async def delete_webhook(self, tenant: str, webhook_id: str) -> bool:
-        def write(conn: sqlite3.Connection) -> bool:
-            deleted = conn.execute(Q["delete_webhook"], (tenant, webhook_id)).rowcount > 0
-            self._webhooks.pop(tenant, None)
-            return deleted
-
-        return await self._write(write)
+        return await self._write(_writes.delete_webhook, tenant, webhook_id)
 
     # the outbox ----------------------------------------------------------------------------
 
@@ -454,14 +408,7 @@ class SqliteStore:
         stream's head on."""
         rows = [(a.status, a.attempts, a.next_attempt_at, a.last_error, a.now, a.delivery_id) for a in attempts]
         ids = orjson.dumps([a.delivery_id for a in attempts]).decode()
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.executemany(Q["record_attempt"], rows)
-            conn.execute(Q["promote_heads"], (ids,))
-            done = conn.execute(Q["final_pushes_done"], (ids,)).fetchall()
-            conn.executemany(Q["discard_push_secrets"], [(push_stream_task(key), target) for key, target in done])
-
-        await self._write(write)
+        await self._write(_writes.record_attempts, rows, ids)
         self._claims.release(a.delivery_id for a in attempts)
 
     async def record_attempt(
@@ -482,40 +429,19 @@ class SqliteStore:
         return await self._read(lambda conn: fetch_all(conn, DELIVERY, sql, [*params, limit]))
 
     async def redeliver(self, delivery_id: str, tenant: str | None, now: str) -> bool:
-        def write(conn: sqlite3.Connection) -> bool:
-            row = fetch_one(conn, DELIVERY, Q["get_delivery"], (delivery_id,))
-            if row is None or row.status != "dead" or (tenant is not None and row.tenant != tenant):
-                return False
-            conn.execute(Q["record_attempt"], ("pending", 0, now, row.last_error, now, delivery_id))
-            conn.execute(Q["redelivered_head"], (delivery_id,))
-            return True
-
-        return await self._write(write)
+        return await self._write(_writes.redeliver, delivery_id, tenant, now)
 
     # leases (one host: they are kept, but nobody else competes) -----------------------------
 
     async def claim_run(self, run_id: str, owner: str, ttl: float) -> int | None:
         params = {"run_id": run_id, "owner": owner, "expires_at": later_iso(ttl), "now": now_iso()}
-
-        def write(conn: sqlite3.Connection) -> int | None:
-            row = conn.execute(Q["claim_run"], params).fetchone()
-            return None if row is None else int(row[0])
-
-        return await self._write(write)
+        return await self._write(_writes.claim_run, params)
 
     async def renew_leases(self, owner: str, ttl: float) -> list[str]:
-        expires, current = later_iso(ttl), now_iso()
-
-        def write(conn: sqlite3.Connection) -> list[str]:
-            return [r[0] for r in conn.execute(Q["renew_leases"], (expires, owner, current)).fetchall()]
-
-        return await self._write(write)
+        return await self._write(_writes.renew_leases, later_iso(ttl), owner, now_iso())
 
     async def release_run(self, run_id: str, owner: str) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(Q["release_run"], (run_id, owner))
-
-        await self._write(write)
+        await self._write(_writes.execute, Q["release_run"], (run_id, owner))
 
     async def orphaned_runs(self, now: str, limit: int) -> list[str]:
         return await self._read(lambda conn: [r[0] for r in conn.execute(Q["orphaned_runs"], (now, now_iso(), limit))])

@@ -1,0 +1,125 @@
+"""The SQLite store's writer process: what crosses to it, and how it ends.
+
+Writes run in a process of their own (``tether.store.sqlite._writer``). A fan-out's body is
+a callable until rendered, and a job must cross to that process as plain data, so the
+store renders the fan-outs a subscriber may match and leaves out the others: the
+subscribers it knows of are read when it opens and kept as each is registered. The
+process must not outlive its host, nor stop on a terminal's Ctrl-C, and when it is gone
+every write must fail plainly rather than hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from harness import HostProcess, wait_until
+from store_records import TENANT, advance, create_run, push_config, webhook
+
+from tether.errors import StoreUnavailable
+from tether.store.base import Fanout
+from tether.store.sqlite import SqliteStore
+
+
+def _writer_pid(store: SqliteStore) -> int:
+    process = store._writer._process  # the one private reach of these tests: which process to signal
+    assert process is not None
+    return process.pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+class Rendering:
+    """A fan-out body that counts how often it is rendered."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.calls = 0
+
+    def __call__(self) -> bytes:
+        self.calls += 1
+        return self.body
+
+
+async def test_subscribers_registered_before_the_store_opened_still_get_their_fan_outs(tmp_path: Path) -> None:
+    path = tmp_path / "tether.db"
+    async with SqliteStore(path) as store:
+        run = await create_run(store)
+        await store.put_webhook(webhook("wh_done", events=["run.completed"]))
+        await store.put_push_config(push_config(run.run_id, "p1"))
+    pushed, hooked = Rendering(b'{"push":1}'), Rendering(b'{"webhook":1}')
+    async with SqliteStore(path) as reopened:
+        _, enqueued = await advance(
+            reopened,
+            run,
+            extras=[
+                Fanout("a2a-push", TENANT, run.run_id, 1, pushed, task_id=run.run_id),
+                Fanout("webhook", TENANT, run.run_id, 1, hooked, event_type="run.completed"),
+            ],
+        )
+        deliveries = await reopened.list_deliveries(TENANT, None)
+    assert enqueued == 2 and pushed.calls == hooked.calls == 1
+    assert sorted((d.target_id, d.body) for d in deliveries) == [("p1", b'{"push":1}'), ("wh_done", b'{"webhook":1}')]
+
+
+async def test_a_fan_out_no_subscriber_can_match_is_never_rendered(sqlite_store: SqliteStore) -> None:
+    run = await create_run(sqlite_store)
+    body = Rendering(b"{}")
+
+    def completed(sequence: int) -> list[Fanout]:
+        return [
+            Fanout("webhook", TENANT, run.run_id, sequence, body, event_type="run.completed"),
+            Fanout("a2a-push", TENANT, run.run_id, sequence, body, task_id=run.run_id),
+        ]
+
+    run, enqueued = await advance(sqlite_store, run, extras=completed(1))
+    assert (enqueued, body.calls) == (0, 0)
+    await sqlite_store.put_webhook(webhook("wh_other_tenant", events=["run.completed"], tenant="globex"))
+    await sqlite_store.put_push_config(push_config("another_task", "p1"))
+    run, enqueued = await advance(sqlite_store, run, extras=completed(2))
+    assert (enqueued, body.calls) == (0, 0)
+    await sqlite_store.put_webhook(webhook("wh_done", events=["run.completed"]))
+    run, enqueued = await advance(sqlite_store, run, extras=completed(3))
+    assert (enqueued, body.calls) == (1, 1)  # the tenant has a webhook now; the task still has no push config
+
+
+async def test_the_writer_process_ignores_ctrl_c_and_its_death_fails_every_write_plainly(
+    sqlite_store: SqliteStore,
+) -> None:
+    pid = _writer_pid(sqlite_store)
+    assert os.getpgid(pid) == pid  # a group of its own: a terminal's Ctrl-C does not reach it
+    await create_run(sqlite_store)  # it serves (its signal dispositions are set before it reads a job)
+    os.kill(pid, signal.SIGINT)
+    os.kill(pid, signal.SIGTERM)  # what a service manager may send every process of the service
+    await create_run(sqlite_store)
+    assert _alive(pid)
+
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(StoreUnavailable, match="writer process ended unexpectedly"):
+        await asyncio.wait_for(create_run(sqlite_store), 10)
+    with pytest.raises(StoreUnavailable, match="writer process ended unexpectedly"):
+        await sqlite_store.claim_setting("host_key_fingerprint", "x")  # what /readyz asks
+    assert await sqlite_store.get_run("no-such-run") is None  # reads still answer
+    await asyncio.wait_for(sqlite_store.close(), 10)
+
+
+@pytest.mark.process
+def test_a_host_killed_alone_takes_its_writer_process_with_it(tmp_path: Path) -> None:
+    host = HostProcess(tmp_path / "data").start()
+    try:
+        children = Path(f"/proc/{host.pid}/task/{host.pid}/children").read_text().split()
+        writers = [int(pid) for pid in children if b"sqlite._writer" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(writers) == 1, children
+        os.kill(host.pid, signal.SIGKILL)  # the host only, not its process group
+        wait_until(lambda: not _alive(writers[0]), timeout=10, what="the writer process to end")
+    finally:
+        host.kill()
