@@ -3,8 +3,8 @@
 Every write is a job for the writer process (``_writer``), which runs all the jobs waiting
 for it in one transaction (``_group``), so that many requests share one fsync; a commit is
 laid out as rows by table before it is sent (``_commit``), and the rows of a whole batch go
-in with one INSERT per table (``_inserts``); the other writes are ``_writes``. Reads run on a small pool of reader
-connections, which WAL lets run beside the writer. Connections, queries and rows read as
+in with one INSERT per table (``_inserts``); the other writes are ``_writes``. Reads run on
+a small pool of reader connections, which WAL lets run beside the writer. Connections, queries and rows read as
 records are in ``_driver``, the schema in ``_migrate``, and the one-host lock in ``_host``.
 """
 
