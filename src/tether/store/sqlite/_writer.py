@@ -1,8 +1,9 @@
 """The one connection that writes, in a process of its own, and how the host hands it jobs.
 
 Every write is a job: a function the writer process runs on its connection with the job's
-arguments (a commit's ``CommitJob`` methods, or one of ``_writes``). The jobs made in one
-turn of the event loop go down a socket together when the turn ends, pickled as one
+arguments (a commit's ``CommitJob`` methods, or one of ``_writes``). A job goes down a
+socket at once when the process is idle; otherwise the jobs made in one turn of the event
+loop go together when the turn ends (or as soon as ``_EAGER`` of them wait), pickled as one
 message. The process takes every job waiting there, writes them as one batch (``_group``:
 one transaction, one fsync) and sends their outcomes back in one message, which the event
 loop reads when the socket is readable. The host's side never blocks: what the socket does
@@ -48,6 +49,9 @@ log = logging.getLogger("tether.store")
 
 T = TypeVar("T")
 _MAX_BATCH = 512
+#: jobs of one turn that go at once rather than when the turn ends: in a long turn (hundreds
+#: of requests answered and read in one go) the process starts writing while the loop works on
+_EAGER = 16
 #: a message on the socket: its length (4 bytes), then its bytes
 _LENGTH = 4
 #: a message of jobs: how many (4 bytes), their sequence numbers (8 bytes each), then the
@@ -148,9 +152,12 @@ class Writer:
             self._sequence += 1
             self._waiting[self._sequence] = (future, loop)
             self._turn.append((self._sequence, (fn, args, prepare)))
-            first = len(self._turn) == 1
-        if first:  # the turn's jobs go together when it ends
-            assert self._loop is not None
+            waiting, first = len(self._turn), len(self._turn) == 1
+            idle = len(self._waiting) == waiting  # the process has nothing to write: it waits for this
+        assert self._loop is not None
+        if loop is self._loop and (idle or waiting >= _EAGER):
+            self._flush()  # now: the process is idle, or enough jobs wait to start a batch
+        elif first:  # else the turn's jobs go together when it ends
             if loop is self._loop:
                 loop.call_soon(self._flush)
             else:
