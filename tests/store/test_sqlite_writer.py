@@ -116,7 +116,8 @@ async def test_the_writer_process_ignores_ctrl_c_and_its_death_fails_every_write
 def test_a_host_killed_alone_takes_its_writer_process_with_it(tmp_path: Path) -> None:
     host = HostProcess(tmp_path / "data").start()
     try:
-        children = Path(f"/proc/{host.pid}/task/{host.pid}/children").read_text().split()
+        tasks = Path(f"/proc/{host.pid}/task").iterdir()
+        children = [pid for task in tasks for pid in (task / "children").read_text().split()]
         writers = [int(pid) for pid in children if b"sqlite._writer" in Path(f"/proc/{pid}/cmdline").read_bytes()]
         assert len(writers) == 1, children
         os.kill(host.pid, signal.SIGKILL)  # the host only, not its process group
