@@ -457,6 +457,9 @@ def make_server(
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=5,
+        # Longer than the idle expiry of the client pools that call hosts (httpx's is 5 s, uvicorn's own
+        # default): with the two equal, a request sent on a connection as the host closes it is reset.
+        timeout_keep_alive=settings.idle_timeout,
         lifespan="on",
         date_header=False,  # DateHeader and the A2A endpoint stamp it, with no 10 Hz tick
         server_header=False,  # no need to tell strangers what serves them

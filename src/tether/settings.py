@@ -36,6 +36,7 @@ class Settings:
     a2a_conformance_peer_url: str | None = None  # test seams: the peer conformance hand-off nodes call
     metrics_port: int | None = None  # serve /metrics on this port only, not beside the API (0: any free port)
     drain_seconds: float = 0.0  # on SIGTERM: /readyz answers 503 this long before the host stops serving
+    idle_timeout: int = 75  # an HTTP connection idle this long between requests is closed by the host
     log_level: str = "info"  # debug also prints a start-up failure's traceback
     task_retention: float = 30 * 86400.0  # seconds a terminal run is kept; 0 keeps every run forever
     log_format: str = "text"  # "text" for people, "json" (one object per line) for collectors

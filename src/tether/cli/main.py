@@ -322,6 +322,15 @@ def main() -> None:
     help="On SIGTERM, answer /readyz with 503 this long while still serving, so a load balancer drains first.",
 )
 @click.option(
+    "--idle-timeout",
+    default=75,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Seconds an HTTP connection may sit idle between requests before the host closes it. Keep it above "
+    "the idle timeout of every client pool and load balancer in front (httpx 5 s, AWS ALB 60 s): a request "
+    "sent just as the host closes the connection is reset, and the caller cannot tell whether it arrived.",
+)
+@click.option(
     "--task-retention",
     default="30d",
     show_default=True,
