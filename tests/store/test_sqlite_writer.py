@@ -11,8 +11,12 @@ every write must fail plainly rather than hang.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import pickle
 import signal
+import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -21,7 +25,9 @@ from store_records import TENANT, advance, create_run, push_config, webhook
 
 from tether.errors import StoreUnavailable
 from tether.store.base import Fanout
-from tether.store.sqlite import SqliteStore
+from tether.store.sqlite import SqliteStore, _writer, _writes
+from tether.store.sqlite._driver import connect
+from tether.store.sqlite._migrate import apply_migrations
 
 
 def _writer_pid(store: SqliteStore) -> int:
@@ -124,3 +130,39 @@ def test_a_host_killed_alone_takes_its_writer_process_with_it(tmp_path: Path) ->
         wait_until(lambda: not _alive(writers[0]), timeout=10, what="the writer process to end")
     finally:
         host.kill()
+
+
+def test_a_job_the_writer_process_cannot_read_is_refused_alone(tmp_path: Path) -> None:
+    """The writer process's loop, driven over a socket pair: an unreadable message's job is
+    answered with StoreUnavailable, and the next job is written as if nothing had happened."""
+    path = tmp_path / "tether.db"
+    with contextlib.closing(connect(path)) as conn:
+        apply_migrations(conn)
+    host, process = socket.socketpair()
+    serving = threading.Thread(target=_writer.serve, args=(process, path))
+    serving.start()
+    try:
+        host.settimeout(30)
+        unreadable = (1).to_bytes(4, "little") + (7).to_bytes(8, "little") + b"not a pickle"
+        host.sendall(_writer._framed(unreadable))
+        size, answers = pickle.loads(_answer(host))
+        assert size == 0 and [(s, r) for s, r, _ in answers] == [(7, None)]
+        assert isinstance(answers[0][2], StoreUnavailable) and "could not read a job" in str(answers[0][2])
+
+        host.sendall(_writer._framed(_writer._jobs_message([(8, (_writes.claim_setting, ("k", "v"), None))])))
+        assert pickle.loads(_answer(host)) == (1, [(8, "v", None)])
+        host.sendall(_writer._framed(_writer._STOP))
+        serving.join(timeout=30)
+        assert not serving.is_alive(), "the writer loop did not end on STOP"
+    finally:
+        host.close()
+        serving.join(timeout=30)
+        process.close()
+    with contextlib.closing(connect(path)) as conn:
+        assert conn.execute("SELECT value FROM host_settings WHERE name = 'k'").fetchone() == ("v",)
+
+
+def _answer(sock: socket.socket) -> bytes:
+    message = _writer._receive(sock)
+    assert message is not None, "the writer loop closed the socket instead of answering"
+    return message

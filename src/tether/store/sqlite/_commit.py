@@ -101,6 +101,9 @@ class CommitJob:
             rows.add(_inserts.EVENTS, _records.EVENT.values(event))
         message_task, message_ids = "", list[str]()
         self._later: list[PushConfigRow | Fanout] = []  # written by the writer: they read, or must be read
+        # A push config can only be set on a task that exists: the task of a run this commit
+        # creates has only those the commit itself registers, and nothing needs to be read.
+        self._new_configs: list[tuple[str, str]] | None = [] if creates else None
         for extra in commit.extras:
             if isinstance(extra, TaskRecord):
                 rows.add(_inserts.TASKS, _records.TASK.values(extra))
@@ -110,6 +113,8 @@ class CommitJob:
                 message_task = extra.task_id
             elif isinstance(extra, PushConfigRow):
                 self._later.append(extra)
+                if self._new_configs is not None and extra.task_id == run.run_id:
+                    self._new_configs.append((extra.config_id, extra.url))
             elif isinstance(extra, Fanout) and may_match(extra):
                 self._later.append(extra if isinstance(extra.body, bytes) else replace(extra, body=extra.rendered()))
             elif isinstance(extra, Fanout):
@@ -118,13 +123,6 @@ class CommitJob:
                 raise TypeError(f"unknown commit extra {type(extra).__name__}")
         #: the task and ids of the messages the commit records (what a duplicate's refusal names)
         self._messages = (message_task, message_ids) if message_ids else None
-        # A push config can only be set on a task that exists: the task of a run this commit
-        # creates has only those the commit itself registers, and nothing needs to be read.
-        self._new_configs: list[tuple[str, str]] | None = None
-        if creates:
-            self._new_configs = [
-                (x.config_id, x.url) for x in commit.extras if isinstance(x, PushConfigRow) and x.task_id == run.run_id
-            ]
 
     def prepare(self, conn: sqlite3.Connection) -> _inserts.Rows:
         """The commit's checks and reads now; its rows, its claim among them, for the batch's inserts."""

@@ -316,17 +316,16 @@ def serve(sock: socket.socket, path: Path) -> None:
                 if len(jobs) >= _MAX_BATCH or not select.select([sock], [], [], 0)[0]:
                     break
                 message = _receive(sock)
-            for start in range(0, max(len(jobs), 1), _MAX_BATCH):
-                part = jobs[start : start + _MAX_BATCH]
-                if not part and not refused:
-                    continue  # a stop, and nothing before it
-                outcomes = write_batch(conn, [job for _, job in part]) if part else []
-                answers = [(sequence, result, error) for (sequence, _), (result, error) in zip(part, outcomes)]
-                try:
-                    sock.sendall(_framed(_answers_message(len(part), answers + refused)))
-                except OSError:
-                    return  # the host is gone
-                refused = []
+            try:
+                if refused:  # jobs that could not be read: answered at once, as a batch of none
+                    sock.sendall(_framed(_answers_message(0, refused)))
+                for start in range(0, len(jobs), _MAX_BATCH):
+                    part = jobs[start : start + _MAX_BATCH]
+                    outcomes = write_batch(conn, [job for _, job in part])
+                    answers = [(sequence, result, error) for (sequence, _), (result, error) in zip(part, outcomes)]
+                    sock.sendall(_framed(_answers_message(len(part), answers)))
+            except OSError:
+                return  # the host is gone
     finally:
         conn.close()
 

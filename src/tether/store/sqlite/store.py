@@ -50,7 +50,7 @@ from tether.store.base import (
     WebhookRow,
     WorkflowRow,
 )
-from tether.store.sqlite import _writes
+from tether.store.sqlite import _inserts, _writes
 from tether.store.sqlite._claims import Claims
 from tether.store.sqlite._commit import CommitJob
 from tether.store.sqlite._driver import Q, connect, fetch_all, fetch_one, later_iso, now_iso
@@ -158,11 +158,13 @@ class SqliteStore:
 
     # the writer and the readers ----------------------------------------------------------
 
-    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(conn, *args)`` in the writer process (``fn`` one of ``_writes``)."""
+    async def _write(
+        self, fn: Callable[..., T], *args: Any, prepare: Callable[[sqlite3.Connection], _inserts.Rows] | None = None
+    ) -> T:
+        """``fn(conn, *args)`` in the writer process (``fn`` one of ``_writes``, or a commit's with its ``prepare``)."""
         if self._state != "open":
             raise StoreUnavailable(f"the store is {self._state}")
-        return await self._writer.write(fn, args)
+        return await self._writer.write(fn, args, prepare)
 
     def _reader(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -182,11 +184,9 @@ class SqliteStore:
     # runs and events -------------------------------------------------------------------
 
     async def commit(self, commit: Commit) -> int:
-        if self._state != "open":
-            raise StoreUnavailable(f"the store is {self._state}")
         self._push_tasks.update(x.task_id for x in commit.extras if isinstance(x, PushConfigRow))
         job = CommitJob(commit, self._may_match)
-        enqueued: int = await self._writer.write(job.write, prepare=job.prepare)
+        enqueued: int = await self._write(job.write, prepare=job.prepare)
         self._tasks.committed(commit)
         return enqueued
 
