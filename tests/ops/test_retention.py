@@ -8,13 +8,14 @@ message that started it, sent again, must start a new task.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import httpx
 from backends import Hosts
 from harness import HostProcess, cli, create_key, wait_until
+from inproc import InProcessHost
 from prometheus_client.parser import text_string_to_metric_families
 
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
@@ -163,3 +164,29 @@ def test_a_retention_that_is_not_a_span_is_refused_before_anything_starts(tmp_pa
     assert refused.returncode == 2
     assert "--task-retention" in refused.stderr and "30d" in refused.stderr and "Traceback" not in refused.stderr
     assert not data.exists()  # nothing written
+
+
+def test_purge_compares_before_as_an_instant_in_any_offset_and_precision(start_host: Hosts[InProcessHost]) -> None:
+    """``before`` is the instant it names: the same one with an offset, or a microsecond past a run's end in any
+    precision, selects the same runs; a run that ended exactly at ``before`` did not end before it."""
+    host = start_host("--task-retention", "0")
+    assert host.dev_key
+    http = host.http(host.dev_key)
+    run_id = _send(http, f"m-{uuid.uuid4()}")["id"]
+    ended = datetime.fromisoformat(http.get(f"/v1/runs/{run_id}").json()["updatedAt"])
+
+    def listed(before: str) -> bool:
+        answer = http.post("/v1/runs:purge", json={"before": before, "dryRun": True})
+        assert answer.status_code == 200, answer.text
+        return run_id in answer.json()["runIds"]
+
+    east = timezone(timedelta(hours=5, minutes=30))
+    assert not listed(ended.isoformat(timespec="milliseconds"))
+    assert not listed(ended.astimezone(east).isoformat(timespec="microseconds"))
+    assert listed((ended + timedelta(microseconds=1)).astimezone(east).isoformat(timespec="microseconds"))
+    assert listed((ended + timedelta(microseconds=1)).isoformat(timespec="microseconds").replace("+00:00", "Z"))
+    assert listed(ended.isoformat(timespec="microseconds").replace("+00:00", "000001Z"))  # one nanosecond after
+    for bad in ("1700000000", "-1", "2026-02-30T00:00:00Z", "2026-01-01 00:00:00Z"):
+        refused = http.post("/v1/runs:purge", json={"before": bad, "dryRun": True})
+        assert refused.status_code == 400 and "before" in refused.text, refused.text
+    assert http.get(f"/v1/runs/{run_id}").status_code == 200, "dry runs and refusals purge nothing"

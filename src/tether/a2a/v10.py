@@ -20,9 +20,10 @@ from types import MappingProxyType
 from typing import Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from tether import clock
 from tether.a2a.jsonrpc import InvalidParams
 from tether.a2a.params import ID_MAX, Message, parse_params
 from tether.a2a.push import PushAuthentication, PushConfigInput
@@ -264,6 +265,10 @@ class GetTaskRequest(Proto):
     history_length: int | None = None
 
 
+#: a ProtoJSON Timestamp, held as the stored stamp it is compared with (:func:`tether.clock.stamp_bound`)
+Timestamp = Annotated[str, AfterValidator(clock.stamp_bound)]
+
+
 class ListTasksRequest(Proto):
     tenant: str | None = None
     context_id: str | None = Field(default=None, max_length=255)
@@ -271,7 +276,7 @@ class ListTasksRequest(Proto):
     page_size: int | None = None
     page_token: str | None = Field(default=None, max_length=1024)
     history_length: int | None = None
-    status_timestamp_after: str | None = Field(default=None, max_length=64)
+    status_timestamp_after: Timestamp | None = Field(default=None, max_length=64)
     include_artifacts: bool | None = None
 
 

@@ -7,11 +7,11 @@ models only describe; routes render their answers themselves.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
+from tether import clock
 from tether.types import RunStatus
 
 #: the longest run, workflow or tenant id the host takes
@@ -50,26 +50,17 @@ class CancelRequest(_Request):
     reason: str | None = Field(default=None, max_length=512)
 
 
-_RFC3339 = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
-)
+def _stamp_bound(value: str) -> str:
+    """The instant as a stored stamp (:func:`tether.clock.stamp_bound`): compared as the instant it names."""
+    return clock.stamp_bound(value)
 
 
-def _rfc3339(value: Any) -> Any:
-    """Only an RFC 3339 date-time, as the document says: not a number, nor a bare date, nor a Unix time."""
-    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
-        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2026-01-31T00:00:00Z")
-    return value
-
-
-#: a date-time as JSON carries it (``format: date-time``), parsed to an aware datetime
-DateTime = Annotated[AwareDatetime, BeforeValidator(_rfc3339)]
+#: a date-time as JSON carries it (``format: date-time``), held as the stored stamp it is compared with
+DateTime = Annotated[str, AfterValidator(_stamp_bound), WithJsonSchema({"type": "string", "format": "date-time"})]
 
 
 class PurgeRequest(_Request):
-    before: DateTime = Field(
-        strict=False, description="Purge the caller's runs that ended before this instant (with offset)."
-    )
+    before: DateTime = Field(description="Purge the caller's runs that ended before this instant (with offset).")
     dryRun: bool = Field(default=False, description="Only list the runs that would go; delete nothing.")
     limit: int = Field(default=1000, ge=1, le=10_000, description="The most runs one call purges.")
 

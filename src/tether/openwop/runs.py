@@ -10,7 +10,6 @@ import orjson
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from starlette.responses import Response
 
-from tether import clock
 from tether.engine.engine import IdempotencyClaim
 from tether.engine.handoff import Handoffs, in_flight
 from tether.engine.retention import BATCH
@@ -238,15 +237,14 @@ async def purge_runs(request: Request, principal: Principal = Depends(require("r
     events and its A2A task read afterwards exactly as an unknown id.
     """
     body: PurgeRequest = parse_model(PurgeRequest, await json_body(request))
-    before = clock.iso(body.before)
     store = rest_of(request).store
     if body.dryRun:
-        ids = await store.purge_runs(before, body.limit, tenant=principal.tenant, dry_run=True)
+        ids = await store.purge_runs(body.before, body.limit, tenant=principal.tenant, dry_run=True)
     else:
         ids = []
         while len(ids) < body.limit:  # in the background purge's batches: no long write blocks the others
             wanted = min(BATCH, body.limit - len(ids))
-            batch = await store.purge_runs(before, wanted, tenant=principal.tenant)
+            batch = await store.purge_runs(body.before, wanted, tenant=principal.tenant)
             ids += batch
             if len(batch) < wanted:
                 break
