@@ -9,7 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
-__all__ = ["ACTIVE", "RUN_STATUSES", "TERMINAL", "WAITING", "Principal", "RunStatus"]
+__all__ = ["ACTIVE", "INT32_MAX", "INT64_MAX", "RUN_STATUSES", "TERMINAL", "WAITING", "Principal", "RunStatus"]
+
+#: the largest integer the stores hold (SQLite's INTEGER and PostgreSQL's BIGINT are signed 64-bit):
+#: no sequence, generation or count the API takes may exceed it, or the store refuses it mid-request
+INT64_MAX: Final = 2**63 - 1
+#: the largest ProtoJSON ``int32``, the A2A type of ``historyLength`` and ``pageSize``
+INT32_MAX: Final = 2**31 - 1
 
 #: The ten statuses of an OpenWOP run (``run-snapshot.schema.json``). The SQL that filters
 #: by status is checked against these sets by a test, so a new status cannot be missed there.

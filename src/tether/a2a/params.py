@@ -17,6 +17,7 @@ from pydantic_core import ErrorDetails
 
 from tether.a2a.jsonrpc import ECHO_LIMIT, ContentTypeNotSupported, InvalidParams, clip
 from tether.run_state import InterruptRecord
+from tether.types import INT32_MAX
 
 __all__ = [
     "ID_MAX",
@@ -83,7 +84,7 @@ class Message(_Strict):
 
 class SendConfiguration(_Strict):
     acceptedOutputModes: list[str] | None = None
-    historyLength: int | None = Field(default=None, ge=0)
+    historyLength: int | None = Field(default=None, ge=0, le=INT32_MAX)
     pushNotificationConfig: dict[str, Any] | None = None
     blocking: bool | None = None
 
@@ -100,7 +101,7 @@ class TaskIdParams(_Strict):
 
 
 class TaskQueryParams(TaskIdParams):
-    historyLength: int | None = Field(default=None, ge=0)
+    historyLength: int | None = Field(default=None, ge=0, le=INT32_MAX)
 
 
 class SetPushParams(_Strict):

@@ -25,6 +25,7 @@ from tether.a2a.jsonrpc import (
     RpcError,
     quote,
 )
+from tether.types import INT32_MAX
 
 __all__ = ["MEDIA_TYPE", "NotAllowed", "Route", "Routed", "auth_error", "match", "params_of", "status_error"]
 
@@ -33,6 +34,8 @@ _BODY_TYPES = ("application/a2a+json", "application/json")
 #: query parameters that are numbers or flags in the proto (the rest are strings)
 _INTS = frozenset({"historyLength", "pageSize"})
 _FLAGS = frozenset({"includeArtifacts"})
+#: an int32 as a query writes it (ASCII digits only: ``int`` takes other scripts' digits, spaces and ``_``)
+_INT32_TEXT = re.compile("-?[0-9]{1,10}")
 
 _SEGMENT = "([^/]+?)"
 
@@ -137,13 +140,12 @@ def _query(raw: bytes) -> dict[str, Any]:
     for name, values in parse_qs(raw.decode("latin-1"), keep_blank_values=True).items():
         value = values[-1]
         if name in _INTS:
-            try:
-                out[name] = int(value)
-            except ValueError:
+            if not _INT32_TEXT.fullmatch(value) or abs(int(value)) > INT32_MAX:
                 raise InvalidParams(
-                    f"query parameter {name} must be a whole number, not {quote(value)}",
-                    data={"errors": [{"path": name, "message": "not a whole number"}]},
-                ) from None
+                    f"query parameter {name} must be a whole number up to {INT32_MAX} (an int32), not {quote(value)}",
+                    data={"errors": [{"path": name, "message": "not an int32"}]},
+                )
+            out[name] = int(value)
         elif name in _FLAGS:
             if value not in ("true", "false"):
                 raise InvalidParams(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
@@ -76,6 +77,10 @@ SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 _PAGE = 500
 
 
+#: a sequence as ``Last-Event-ID`` writes it (ASCII digits only: ``int`` takes other scripts' digits)
+_SEQUENCE_TEXT = re.compile("-1|[0-9]{1,19}")
+
+
 def parse_after(header: str | None, metadata: dict[str, Any] | None, row: RunRow) -> int | None:
     """The sequence a re-attaching client saw last: ``Last-Event-ID``, else ``metadata.lastSequence``.
 
@@ -86,10 +91,9 @@ def parse_after(header: str | None, metadata: dict[str, Any] | None, row: RunRow
     source = ""
     if header is not None and header.strip():
         raw, source = header.strip(), "the Last-Event-ID header"
-        try:
-            raw = int(raw)
-        except ValueError:
-            raise InvalidParams(f"{source} must be the sequence number of an event the stream sent") from None
+        if not _SEQUENCE_TEXT.fullmatch(raw):
+            raise InvalidParams(f"{source} must be the sequence number of an event the stream sent")
+        raw = int(raw)
     elif metadata and "lastSequence" in metadata:
         raw, source = metadata["lastSequence"], "params.metadata.lastSequence"
     else:

@@ -15,6 +15,7 @@ only translates (a2a-v1.0-wire §3.2–§3.3):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Annotated, Any
@@ -28,6 +29,7 @@ from tether.a2a.jsonrpc import InvalidParams
 from tether.a2a.params import ID_MAX, Message, parse_params
 from tether.a2a.push import PushAuthentication, PushConfigInput
 from tether.store.base import PushConfigRow
+from tether.types import INT32_MAX, INT64_MAX
 
 __all__ = [
     "STATE_NAMES",
@@ -299,7 +301,7 @@ class PushConfigRequest(Proto):
 class ListPushConfigsRequest(Proto):
     tenant: str | None = None
     task_id: _Id
-    page_size: int | None = None
+    page_size: int | None = Field(default=None, ge=0, le=INT32_MAX)
     page_token: str | None = None
 
 
@@ -314,6 +316,10 @@ def state_of(value: str | int | None) -> str | None:
             data={"errors": [{"path": "params.status", "message": "not a TaskState name"}]},
         )
     return _CANONICAL_STATES[name]
+
+
+#: an int64 written as a string, as ProtoJSON writes one (ASCII digits only: ``str.isdigit`` takes others)
+_INT64_TEXT = re.compile("[0-9]{1,19}")
 
 
 def generation_of(params: Mapping[str, Any], *path: str) -> int | None:
@@ -332,23 +338,24 @@ def generation_of(params: Mapping[str, Any], *path: str) -> int | None:
         value = value.get(name, value.get(snake))
     if value is None:
         return None
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, str) and _INT64_TEXT.fullmatch(value):
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT64_MAX:
         return value
     field = ".".join(path)
     raise InvalidParams(
-        f"{field} must be a generation (a whole number, as a string or a number), not {value!r:.40}",
+        f"{field} must be a generation (a whole number from 0 to {INT64_MAX}, as a string or a number), "
+        f"not {value!r:.40}",
         data={"errors": [{"path": f"params.{field}", "message": "not a generation"}]},
     )
 
 
 def history_length(value: int | None, field: str = "historyLength") -> int | None:
-    """A ``historyLength``: unset keeps the default, 0 none, N the newest N; negative is refused."""
-    if value is not None and value < 0:
+    """A ``historyLength``: unset keeps the default, 0 none, N the newest N; negative or past int32 is refused."""
+    if value is not None and not 0 <= value <= INT32_MAX:
         raise InvalidParams(
-            f"{field} must be 0 or more (0 leaves history out), not {value}",
-            data={"errors": [{"path": f"params.{field}", "message": "must be >= 0"}]},
+            f"{field} must be 0 to {INT32_MAX} (0 leaves history out), not {value}",
+            data={"errors": [{"path": f"params.{field}", "message": f"must be 0 to {INT32_MAX}"}]},
         )
     return value
 

@@ -21,7 +21,7 @@ from tether.http.requests import require
 from tether.openwop.models import EventPage
 from tether.openwop.runs import RunId, load_run
 from tether.openwop.surface import RestSurface, rest_of
-from tether.types import TERMINAL, Principal
+from tether.types import INT64_MAX, TERMINAL, Principal
 
 router = APIRouter(tags=["events"])
 
@@ -142,7 +142,9 @@ async def stream_events(
 async def poll_events(
     request: Request,
     run_id: RunId,
-    lastSequence: int | None = Query(default=None, ge=-1, description="Events after this sequence number."),
+    lastSequence: int | None = Query(
+        default=None, ge=-1, le=INT64_MAX, description="Events after this sequence number."
+    ),
     timeout: float = Query(default=30, ge=0, le=60, description="Seconds to wait for the first event."),
     principal: Principal = Depends(require("runs:read")),
 ) -> Response:
