@@ -7,6 +7,7 @@ directory. ``wait_until`` polls a condition against a deadline instead of sleepi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -147,6 +148,13 @@ class HostProcess(Host):
             if not line:
                 break
             lines.append(line)
+            if line.startswith("{"):  # --log-format json: the same facts, as members
+                said = json.loads(line)
+                self.dev_key = said.get("api_key", self.dev_key)
+                if said.get("event") == "serving":
+                    self.url = said["url"]
+                    self.startups.append(line.strip())
+                    return self
             if line.startswith("tk_"):
                 self.dev_key = line.strip()
             match = _SERVING.search(line)

@@ -62,7 +62,7 @@ from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
 from tether.openwop.webhooks import webhook_fanout
 from tether.ops.health import Check, HealthEndpoints, Readiness
-from tether.ops.logs import InfoLines
+from tether.ops.logs import HostLines, InfoLines
 from tether.ops.logs import configure as configure_logging
 from tether.ops.metrics import Metrics, MetricsEndpoint, RunWatch
 from tether.ops.observe import Observed
@@ -203,10 +203,11 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
             app.state.store = store  # what /metrics reads its gauges from, while it is open
             stack.callback(setattr, app.state, "store", None)
             serving = False
+            say = HostLines(settings.log_format).say
 
             def stopped() -> None:  # after the engine and the outbox, before the store closes
                 if serving:
-                    print("tether: stopped; every acknowledged run is on disk", flush=True)
+                    say("stopped", "stopped; every acknowledged run is on disk")
 
             stack.callback(stopped)
             key = host_secret(settings.host_key_path)
@@ -286,12 +287,15 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
                 stack.push_async_callback(retention.stop)
             app.state.first_start_key = dev_key
             if dev_key is not None:
-                print(f"tether: first start, created API key 'dev' (shown once):\n{dev_key}", flush=True)
+                made = "first start, created API key 'dev' (shown once)"
+                say("dev-key-created", made, text=f"{made}:\n{dev_key}", key_name="dev", api_key=dev_key)
             readiness.started(readiness_checks(store, engine, key))
             if settings.metrics_port is not None:
                 scheme = "https" if settings.tls_certfile else "http"
-                print(f"tether: metrics at {scheme}://{settings.host}:{settings.metrics_port}/metrics", flush=True)
-            print(f"tether: resumed {resumed} unfinished run(s); serving on {settings.base_url}", flush=True)
+                metrics_url = f"{scheme}://{settings.host}:{settings.metrics_port}/metrics"
+                say("metrics", f"metrics at {metrics_url}", url=metrics_url)
+            url = settings.base_url
+            say("serving", f"resumed {resumed} unfinished run(s); serving on {url}", resumed=resumed, url=url)
             serving = True
             yield
 
@@ -528,5 +532,8 @@ def serve(settings: Settings) -> None:
 def _refuse(line: str, cause: BaseException, settings: Settings) -> NoReturn:
     if settings.log_level == "debug":
         log.error("start-up failed", exc_info=cause)
-    print(f"tether: error: {line}", file=sys.stderr, flush=True)
-    raise SystemExit(EXIT_STARTUP_FAILED)
+    status = EXIT_STARTUP_FAILED
+    HostLines(settings.log_format).say(
+        "start-up-failed", line, text=f"error: {line}", level="error", stream=sys.stderr, exit_status=status
+    )
+    raise SystemExit(status)

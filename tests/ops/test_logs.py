@@ -10,10 +10,15 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 from harness import HostProcess, wait_until
 
 from tether.ops.logs import InfoLines, TextFormatter
@@ -147,3 +152,73 @@ def test_a_shaped_line_reads_as_the_same_line_written_whole() -> None:
         else:
             assert first.split(" INFO ")[-1] == whole.getvalue().rstrip("\n").split(" INFO ")[-1]
             assert second.endswith('principal="t/a b" duration_ms=12.5')
+
+
+def _serve_json(data_dir: Path, *args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    command = [sys.executable, "-m", "tether", "serve", "--port", "0", "--data-dir", str(data_dir)]
+    return subprocess.Popen(
+        [*command, "--log-format", "json", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def _until_serving(host: subprocess.Popen[str]) -> list[dict[str, Any]]:
+    """Its stdout up to and including the ``serving`` line, each line read as JSON (a plain line fails here)."""
+    assert host.stdout is not None
+    lines = []
+    for line in host.stdout:
+        lines.append(json.loads(line))
+        if lines[-1].get("event") == "serving":
+            return lines
+    raise AssertionError(f"the host never served: {lines}\n{host.stderr.read() if host.stderr else ''}")
+
+
+def _stopped(host: subprocess.Popen[str]) -> list[dict[str, Any]]:
+    """SIGTERM, then every line the process wrote since (stdout and stderr) as JSON objects."""
+    host.send_signal(signal.SIGTERM)
+    out, err = host.communicate(timeout=30)
+    assert host.returncode == 0, err
+    return [json.loads(line) for line in [*out.splitlines(), *err.splitlines()] if line.strip()]
+
+
+def test_in_json_mode_every_line_of_the_process_is_a_json_object(tmp_path: Path) -> None:
+    """Started, serving, stopped, restarted with a run to resume, refused a taken port: no plain line anywhere."""
+    data = tmp_path / "data"
+    first = _serve_json(data, "--metrics-port", "0")
+    try:
+        started = _until_serving(first)
+        by_event = {line["event"]: line for line in started}
+        key = by_event["dev-key-created"]["api_key"]
+        url = by_event["serving"]["url"]
+        assert key.startswith("tk_") and by_event["serving"]["resumed"] == 0
+        assert by_event["metrics"]["url"].endswith("/metrics")
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as http:
+            created = http.post("/v1/runs", json={"workflowId": "approval-gated", "inputs": {"prompt": "p"}})
+            run_id = created.json()["runId"]
+            wait_until(lambda: http.get(f"/v1/runs/{run_id}").json()["status"] == "waiting-approval", what="the gate")
+        lines = started + _stopped(first)
+    finally:
+        first.kill()
+        first.communicate()
+    assert all(line["logger"] and line["time"].endswith("Z") and line["level"] for line in lines)
+    stopped = [line for line in lines if line.get("event") == "stopped"]
+    assert [(s["logger"], s["message"]) for s in stopped] == [
+        ("tether.host", "stopped; every acknowledged run is on disk")
+    ]
+
+    again = _serve_json(data)
+    try:
+        serving = _until_serving(again)[-1]
+        assert (serving["event"], serving["resumed"], serving["logger"]) == ("serving", 1, "tether.host")
+        assert serving["message"] == f"resumed 1 unfinished run(s); serving on {serving['url']}"
+        port = serving["url"].rsplit(":", 1)[1]
+        taken = _serve_json(tmp_path / "other", "--port", port)
+        out, err = taken.communicate(timeout=60)
+        assert taken.returncode == 3 and out == ""
+        [refusal] = [json.loads(line) for line in err.splitlines() if line.strip()]
+        assert (refusal["level"], refusal["logger"], refusal["event"]) == ("error", "tether.host", "start-up-failed")
+        assert f"port {port} on 127.0.0.1 is already in use" in refusal["message"]
+        _stopped(again)
+    finally:
+        again.kill()
+        again.communicate()

@@ -360,6 +360,13 @@ def serve(**params: Any) -> None:
     try:
         settings = _serve_settings(params)
     except click.UsageError as refused:
+        if params["log_format"] == "json":  # one JSON object, like every other line of a JSON host
+            import sys
+
+            from tether.ops.logs import HostLines
+
+            HostLines("json").say("start-up-refused", refused.message, level="error", stream=sys.stderr)
+            raise click.exceptions.Exit(EXIT_UNREACHABLE) from None
         _fail(f"error: {refused.message}", EXIT_UNREACHABLE)
     run_host(settings)
 

@@ -3,7 +3,8 @@
 ``--log-level`` picks the threshold and ``--log-format`` the shape. uvicorn's loggers
 propagate to the same root handler, so every line of the process has one format. A
 record's structured fields (``extra={"fields": {...}}``) become JSON members, or
-``key=value`` pairs after the message in text.
+``key=value`` pairs after the message in text. The host's own lines (serving, stopped, the
+first key, a failed start: ``HostLines``) follow ``--log-format`` too, whatever the level.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import orjson
 __all__ = [
     "LOG_FORMATS",
     "LOG_LEVELS",
+    "HostLines",
     "InfoLines",
     "JsonFormatter",
     "Shape",
@@ -39,6 +41,11 @@ def fields_of(record: logging.LogRecord) -> dict[str, Any]:
     """The structured fields a record carries (``extra={"fields": {...}}``), or none."""
     fields = getattr(record, "fields", None)
     return fields if isinstance(fields, dict) else {}
+
+
+def utc_stamp(created: float) -> str:
+    """A record's time as JSON lines write it: UTC, milliseconds, ``Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(created % 1 * 1000):03d}Z"
 
 
 class TextFormatter(logging.Formatter):
@@ -69,7 +76,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "time": utc_stamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -78,6 +85,39 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return orjson.dumps(line, default=str).decode()
+
+
+class HostLines:
+    """The host's own lines, written whatever ``--log-level`` says: it is serving, it stopped, its first key, why it
+    could not start.
+
+    In text they read ``tether: ...`` as they always have (people and scripts wait for
+    ``serving on URL``). With ``--log-format json`` each is one JSON object, like every
+    other line of the process, so a collector never meets a line it cannot parse: the
+    logger ``tether.host``, the sentence as ``message``, ``event`` naming the line, and its
+    facts (the URL, the count of resumed runs ...) as members of their own.
+    """
+
+    def __init__(self, fmt: str) -> None:
+        self.json = fmt == "json"
+
+    def say(
+        self,
+        event: str,
+        message: str,
+        *,
+        text: str | None = None,
+        level: str = "info",
+        stream: TextIO | None = None,
+        **facts: Any,
+    ) -> None:
+        """Write ``message`` (or, in text, ``text`` when it says more, e.g. a second line) to ``stream`` (stdout)."""
+        if self.json:
+            fields = {"time": utc_stamp(time.time()), "level": level, "logger": "tether.host", "message": message}
+            line = orjson.dumps({**fields, "event": event, **facts}, default=str).decode()
+        else:
+            line = f"tether: {message if text is None else text}"
+        print(line, file=stream if stream is not None else sys.stdout, flush=True)
 
 
 class InfoLines:
@@ -196,6 +236,8 @@ def configure(level: str = "info", fmt: str = "text", stream: TextIO | None = No
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
+    if fmt == "json":
+        logging.captureWarnings(True)  # a library's warning is a record too, not a bare line on stderr
     if level not in ("debug", "info"):
         return None
     lines = InfoLines(stream, fmt)
