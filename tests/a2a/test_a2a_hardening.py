@@ -352,6 +352,36 @@ def test_a_public_agent_serves_keyless_a2a_callers_as_one_anonymous_principal(st
     assert wait_state(host.http(public_key), slow["id"], "canceled")["status"]["state"] == "canceled"
 
 
+def test_a_public_agent_keeps_the_extended_card_for_key_holders(start_host) -> None:  # type: ignore[no-untyped-def]
+    """A2A: the client must authenticate for the extended card. Keyless callers of a public agent are refused it
+    (401, as on a private agent), in every generation and binding, and the card they read does not advertise it."""
+    host: HostProcess = start_host("--workflows", str(WORKFLOWS), "--a2a-anonymous-tenant", "public")
+    public_key = create_key(host.data_dir, "p", "--tenant", "public")
+    v10 = {"A2A-Version": "1.0"}
+    with host.client() as keyless, host.client(public_key) as member:
+        for headers in ({}, v10):
+            card = keyless.get("/.well-known/agent-card.json", headers=headers).json()
+            assert card["capabilities"]["extendedAgentCard"] is False
+            assert card.get("supportsAuthenticatedExtendedCard", False) is False
+        calls = [
+            ({}, "agent/getAuthenticatedExtendedCard"),
+            (v10, "GetExtendedAgentCard"),
+            ({"A2A-Version": "1.1"}, "GetExtendedAgentCard"),
+        ]
+        for headers, method in calls:
+            body = {"jsonrpc": "2.0", "id": 1, "method": method}
+            refused = keyless.post(RPC, json=body, headers=headers)
+            assert refused.status_code == 401, refused.text
+            assert refused.headers["www-authenticate"].startswith("Bearer") and method in refused.json()["message"]
+            extended = member.post(RPC, json=body, headers=headers).json()["result"]
+            assert extended["capabilities"]["extendedAgentCard"] is True
+        rest = keyless.get("/v1/a2a/rest/extendedAgentCard", headers=v10)
+        assert rest.status_code == 401 and rest.json()["error"]["status"] == "UNAUTHENTICATED", rest.text
+        assert rest.headers["www-authenticate"].startswith("Bearer")
+        assert member.get("/v1/a2a/rest/extendedAgentCard", headers=v10).json()["capabilities"]["extendedAgentCard"]
+        assert send(keyless, message("hello"))["status"]["state"] == "completed", "keyless tasks are still served"
+
+
 def test_by_default_the_card_requires_a_key_and_keyless_a2a_is_401(host: HostProcess, http: httpx.Client) -> None:
     with host.client() as keyless:
         card = keyless.get("/.well-known/agent-card.json").json()

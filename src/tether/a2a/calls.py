@@ -49,6 +49,8 @@ class Method:
     streaming: bool = False
     #: checks params as ``run`` would, without running (for a request refused anyway)
     check: Callable[[dict[str, Any]], object] | None = None
+    #: needs a key even on a public agent: the authenticated extended card
+    keyed: bool = False
 
 
 Methods = Mapping[str, Method]

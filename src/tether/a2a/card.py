@@ -57,7 +57,12 @@ def _bearer(anonymous: bool) -> dict[str, Any]:
 
 
 def agent_card(
-    capabilities: A2ACapabilities, registry: WorkflowRegistry, default_skill: str, *, anonymous: bool = False
+    capabilities: A2ACapabilities,
+    registry: WorkflowRegistry,
+    default_skill: str,
+    *,
+    anonymous: bool = False,
+    keyed: bool = False,
 ) -> dict[str, Any]:
     """The card served at ``/.well-known/agent-card.json``: one document both generations of clients read.
 
@@ -68,8 +73,12 @@ def agent_card(
 
     ``anonymous``: keyless calls are served, so the card requires no security (an absent
     requirement, which both versions read as "none"); ``securitySchemes`` still says how a
-    caller with a key presents it.
+    caller with a key presents it. The extended card is advertised there only on the card
+    a key holder is given (``keyed``): the public card is read by keyless callers, who
+    cannot have it (A2A: the client must authenticate for it), and a client that sees
+    the flag fetches it.
     """
+    extended = capabilities.extended_card and (keyed or not anonymous)
     card: dict[str, Any] = {
         "name": "Tether",
         "description": (
@@ -82,7 +91,7 @@ def agent_card(
         "capabilities": {
             "streaming": capabilities.streaming,
             "pushNotifications": capabilities.push_notifications,
-            "extendedAgentCard": capabilities.extended_card,
+            "extendedAgentCard": extended,
         },
         "securitySchemes": {"bearer": _bearer(anonymous)},
         "securityRequirements": [{"schemes": {"bearer": {}}}],
@@ -95,7 +104,7 @@ def agent_card(
         "preferredTransport": "JSONRPC",
         "additionalInterfaces": [{"url": capabilities.rpc_url, "transport": "JSONRPC"}],
         "security": [{"bearer": []}],
-        "supportsAuthenticatedExtendedCard": capabilities.extended_card,
+        "supportsAuthenticatedExtendedCard": extended,
     }
     if anonymous:
         del card["security"], card["securityRequirements"]

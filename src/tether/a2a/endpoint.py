@@ -33,7 +33,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from tether.a2a import rest10
-from tether.a2a.calls import A2A_SCOPES, Call, Methods, Stream
+from tether.a2a.calls import A2A_SCOPES, Call, Method, Methods, Stream
 from tether.a2a.capabilities import REST_PATH, RPC_PATH
 from tether.a2a.generations import Generations
 from tether.a2a.jsonrpc import (
@@ -56,7 +56,7 @@ from tether.a2a.service import A2AService
 from tether.a2a.streams import SSE_HEADERS, Framing, error_stream, jsonrpc_framing, sse
 from tether.a2a.surface import A2ASurface
 from tether.a2a.versions import Version, VersionNotSupported, negotiate
-from tether.errors import Forbidden, TetherError
+from tether.errors import Forbidden, TetherError, Unauthenticated
 from tether.exchange import note_operation, note_principal, note_traceparent
 from tether.http.errors import envelope
 from tether.http.middleware import http_date, too_large_body, well_formed_traceparent
@@ -232,6 +232,7 @@ class RpcEndpoint:
             note_operation(routed.route.method)
             principal = await _principal(a2a, head.authorization)
             method = methods[routed.route.method]
+            _needs_key(method, principal, routed.route.method)
             params = rest10.params_of(routed, scope.get("query_string", b""), body, head.content_type)
             needed = method.scope(params)
             if needed is not None and not principal.can(needed):
@@ -357,6 +358,7 @@ class RpcEndpoint:
             )
             method = methods[call.method]
             note_operation(call.method)
+            _needs_key(method, principal, call.method)
             scope = method.scope(call.params)
             if scope is not None and not principal.can(scope):
                 raise Forbidden(
@@ -452,6 +454,14 @@ async def _principal(a2a: A2ASurface, authorization: str | None) -> Principal:
         note_principal(caller)
         return caller
     return await a2a.verifier.verify(authorization)
+
+
+def _needs_key(method: Method, principal: Principal, name: str) -> None:
+    """A method that needs a key even on a public agent, called without one: 401, as on a private agent."""
+    if method.keyed and principal.name == ANONYMOUS:
+        raise Unauthenticated(
+            f"{name} needs an API key even on this public agent: send 'Authorization: Bearer <api key>'"
+        )
 
 
 def _refusal(request_id: RequestId, streaming: bool, legacy: bool, error: RpcError) -> bytes | AsyncIterator[bytes]:

@@ -83,7 +83,7 @@ class Legacy:
             "tasks/pushNotificationConfig/delete": Method(
                 self.delete_push, _const("runs:create"), check=lambda p: parse_params(DeletePushParams, p)
             ),
-            "agent/getAuthenticatedExtendedCard": Method(self.extended_card, _const(None)),
+            "agent/getAuthenticatedExtendedCard": Method(self.extended_card, _const(None), keyed=True),
         }
 
     async def send(self, call: Call) -> dict[str, Any]:
@@ -141,4 +141,6 @@ class Legacy:
             raise ExtendedCardNotConfigured(
                 "this agent has no extended card: the public card at /.well-known/agent-card.json is complete"
             )
-        return agent_card(a2a.capabilities, a2a.registry, a2a.settings.default_skill, anonymous=a2a.anonymous)
+        return agent_card(
+            a2a.capabilities, a2a.registry, a2a.settings.default_skill, anonymous=a2a.anonymous, keyed=True
+        )

@@ -142,7 +142,7 @@ class Current:
             "DeleteTaskPushNotificationConfig": Method(
                 self.delete_push, _const("runs:create"), check=lambda p: parse_params(v10.PushConfigRequest, p)
             ),
-            "GetExtendedAgentCard": Method(self.extended_card, _const(None)),
+            "GetExtendedAgentCard": Method(self.extended_card, _const(None), keyed=True),
         }
         self.methods: Methods = {
             name: dataclasses.replace(method, run=_states_named(method.run)) for name, method in methods.items()
