@@ -1,4 +1,4 @@
-"""The kinds every layer shares: who is asking, and the vocabulary of run statuses.
+"""The kinds every layer shares: who is asking, and the vocabularies of run statuses and delivery kinds.
 
 Nothing here imports from the rest of Tether, so the store, the engine and both HTTP
 surfaces can all depend on it without depending on each other.
@@ -9,7 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
-__all__ = ["ACTIVE", "INT32_MAX", "INT64_MAX", "RUN_STATUSES", "TERMINAL", "WAITING", "Principal", "RunStatus"]
+__all__ = [
+    "ACTIVE",
+    "DELIVERY_KINDS",
+    "INT32_MAX",
+    "INT64_MAX",
+    "RUN_STATUSES",
+    "TERMINAL",
+    "WAITING",
+    "DeliveryKind",
+    "Principal",
+    "RunStatus",
+]
 
 #: the largest integer the stores hold (SQLite's INTEGER and PostgreSQL's BIGINT are signed 64-bit):
 #: no sequence, generation or count the API takes may exceed it, or the store refuses it mid-request
@@ -39,6 +50,10 @@ TERMINAL: Final[frozenset[RunStatus]] = frozenset({"completed", "failed", "cance
 WAITING: Final[frozenset[RunStatus]] = frozenset({"waiting-approval", "waiting-input", "waiting-external"})
 #: statuses of a run that is not over: a restart resumes every one of them
 ACTIVE: Final[frozenset[RunStatus]] = frozenset(status for status in RUN_STATUSES if status not in TERMINAL)
+
+#: what an outbound delivery carries: an OpenWOP webhook, an A2A push, a run's ``callbackUrl`` announcement
+DeliveryKind = Literal["webhook", "a2a-push", "callback"]
+DELIVERY_KINDS: Final[tuple[DeliveryKind, ...]] = get_args(DeliveryKind)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from tether.cli._client import DEFAULT_URL, HostClient, HostError, HostUnreachab
 from tether.errors import TetherError
 from tether.settings import Settings
 from tether.store.base import Store
-from tether.types import RUN_STATUSES, TERMINAL, WAITING
+from tether.types import DELIVERY_KINDS, RUN_STATUSES, TERMINAL, WAITING
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -985,19 +985,25 @@ def push() -> None:
     type=click.Choice(["pending", "delivered", "dead"]),
     help="Only deliveries in this state (dead = dead letters).",
 )
+@click.option(
+    "--kind",
+    type=click.Choice(DELIVERY_KINDS),
+    help="Only OpenWOP webhooks, A2A pushes, or announcements to a run's callbackUrl.",
+)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
 @_json_option("Print the deliveries as a JSON array.")
 @host_options
-def push_list(status: str | None, limit: int, as_json: bool, url: str, key: str | None) -> None:
+def push_list(status: str | None, kind: str | None, limit: int, as_json: bool, url: str, key: str | None) -> None:
     """Deliveries of your tenant, newest first, with their last error."""
     with _client(url, key) as client:
-        body = client.get("/v1/deliveries", {"limit": limit, "status": status})
+        body = client.get("/v1/deliveries", {"limit": limit, "status": status, "kind": kind})
     items = body.get("deliveries", []) if isinstance(body, dict) else []
     if as_json:
         _print_json(items)
         return
     if not items:
-        click.echo("no deliveries" + (f" in state {status}" if status else ""))
+        which = " ".join(filter(None, [status and f"in state {status}", kind and f"of kind {kind}"]))
+        click.echo("no deliveries" + (f" {which}" if which else ""))
         return
     render.print_table(_console(), render.deliveries_table(items))
 

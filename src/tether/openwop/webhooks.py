@@ -20,7 +20,7 @@ from tether.ids import new_id
 from tether.openwop.models import ID_MAX, DeliveryStatus
 from tether.openwop.surface import rest_of
 from tether.store.base import DeliveryRow, Extra, Fanout, RunRow, WebhookRow
-from tether.types import Principal
+from tether.types import DeliveryKind, Principal
 
 router = APIRouter(tags=["webhooks"])
 
@@ -59,7 +59,7 @@ class Webhook(BaseModel):
 
 class Delivery(BaseModel):
     deliveryId: str
-    kind: str
+    kind: DeliveryKind
     targetId: str
     runId: str
     sequence: int
@@ -190,11 +190,12 @@ def delivery_view(row: DeliveryRow) -> dict[str, Any]:
 async def list_deliveries(
     request: Request,
     status: DeliveryStatus | None = Query(default=None, description="``dead`` lists the dead letters."),
+    kind: DeliveryKind | None = Query(default=None, description="Only webhooks, A2A pushes or run callbacks."),
     limit: int = Query(default=100, ge=1, le=1000),
     principal: Principal = Depends(require("webhooks:manage")),
 ) -> Response:
-    """Outbound deliveries of the caller's tenant (``status=dead`` lists dead letters)."""
-    rows = await rest_of(request).store.list_deliveries(principal.tenant, status, limit)
+    """Outbound deliveries of the caller's tenant (``status=dead`` lists dead letters), newest first."""
+    rows = await rest_of(request).store.list_deliveries(principal.tenant, status, limit, kind)
     return json_response({"deliveries": [delivery_view(r) for r in rows]})
 
 

@@ -382,10 +382,10 @@ FROM (SELECT DISTINCT ON (p.stream_key) p.delivery_id FROM outbox p
 WHERE outbox.delivery_id = next_head.delivery_id AND NOT outbox.head;
 
 -- name: list_deliveries
--- Deliveries, newest first, optionally of one tenant ($1) and status ($2); $3 limit.
+-- Deliveries, newest first, optionally of one tenant ($1), status ($2) and kind ($4); $3 limit.
 SELECT delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, body, final, status, attempts,
        next_attempt_at, last_error, created_at, updated_at FROM outbox
-WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR status = $2)
+WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR status = $2) AND ($4::text IS NULL OR kind = $4)
 ORDER BY delivery_id DESC LIMIT $3;
 
 -- name: redeliver

@@ -450,8 +450,10 @@ class PostgresStore:
     ) -> None:
         await self.record_attempts([Attempt(delivery_id, status, attempts, next_attempt_at, last_error, now)])
 
-    async def list_deliveries(self, tenant: str | None, status: str | None, limit: int = 100) -> list[DeliveryRow]:
-        return await self._fetch_all(DELIVERY, "list_deliveries", tenant, status, limit)
+    async def list_deliveries(
+        self, tenant: str | None, status: str | None, limit: int = 100, kind: str | None = None
+    ) -> list[DeliveryRow]:
+        return await self._fetch_all(DELIVERY, "list_deliveries", tenant, status, limit, kind)
 
     async def redeliver(self, delivery_id: str, tenant: str | None, now: str) -> bool:
         return await self._execute("redeliver", delivery_id, tenant, now) > 0

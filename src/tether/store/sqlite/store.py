@@ -416,14 +416,14 @@ class SqliteStore:
     ) -> None:
         await self.record_attempts([Attempt(delivery_id, status, attempts, next_attempt_at, last_error, now)])
 
-    async def list_deliveries(self, tenant: str | None, status: str | None, limit: int = 100) -> list[DeliveryRow]:
+    async def list_deliveries(
+        self, tenant: str | None, status: str | None, limit: int = 100, kind: str | None = None
+    ) -> list[DeliveryRow]:
         clauses, params = [], []
-        if tenant is not None:
-            clauses.append("tenant = ?")
-            params.append(tenant)
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
+        for column, value in (("tenant", tenant), ("status", status), ("kind", kind)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         sql = f"SELECT {_DELIVERY_COLUMNS} FROM outbox {where} ORDER BY delivery_id DESC LIMIT ?"
         return await self._read(lambda conn: fetch_all(conn, DELIVERY, sql, [*params, limit]))
