@@ -329,7 +329,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
     ]
     for router in routers:
         app.include_router(router)
-    openapi.install(app)
+    openapi.install(app, a2a_routes.OPENAPI_PATHS)
     app.add_middleware(TraceparentEcho)
     app.add_middleware(DateHeader)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

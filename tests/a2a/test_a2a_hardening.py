@@ -386,6 +386,12 @@ def test_by_default_the_card_requires_a_key_and_keyless_a2a_is_401(host: HostPro
     with host.client() as keyless:
         card = keyless.get("/.well-known/agent-card.json").json()
         refused = post(keyless, "message/send", {"message": message("hi")})
+        # the key is checked first: a keyless caller learns nothing else, not even which versions are served
+        for version in ("9.9", "1.0"):
+            unversioned = keyless.post(RPC, json={"jsonrpc": "2.0", "id": 1}, headers={"A2A-Version": version})
+            assert unversioned.status_code == 401 and "9.9" not in unversioned.text, unversioned.text
+        rest = keyless.get("/v1/a2a/rest/tasks", headers={"A2A-Version": "9.9"})
+        assert rest.status_code == 401 and rest.json()["error"]["status"] == "UNAUTHENTICATED", rest.text
     a2a_validator("AgentCard").validate(card)
     assert card["security"] == [{"bearer": []}]
     assert "optional" not in card["securitySchemes"]["bearer"]["description"]

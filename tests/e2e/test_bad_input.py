@@ -314,6 +314,14 @@ def test_wrong_method_is_405(w: World, method: str, path: str) -> None:
     assert method in body["message"]
 
 
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "PATCH"])
+def test_the_a2a_endpoint_takes_only_post(w: World, method: str) -> None:
+    refused = w.http.request(method, "/v1/a2a")
+    body = _refused(refused, 405, "method_not_allowed")
+    assert refused.headers["allow"] == "POST" and method in body["message"]
+    assert w.http.get("/v1/openapi.json").json()["paths"]["/v1/a2a"].keys() == {"post"}
+
+
 @pytest.mark.parametrize(
     "params",
     [

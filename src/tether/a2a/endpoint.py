@@ -173,6 +173,9 @@ class RpcEndpoint:
         path = scope.get("path", "")
         rest = scope["type"] == "http" and path.startswith(_REST_PREFIX)
         if not rest and (scope["type"] != "http" or path != RPC_PATH or scope["method"] != "POST"):
+            if scope["type"] == "http" and path == RPC_PATH:
+                await self._not_allowed(scope, receive, send)
+                return
             await self.app(scope, receive, send)
             return
         head = _Head.of(scope)
@@ -186,31 +189,69 @@ class RpcEndpoint:
             await self._send(send, head.trace, 413, too_large_body(RPC_PATH, self.limit), close=True)
             return
         a2a: A2ASurface = self.app.state.a2a
+        # who is calling comes first: a caller without a valid key learns nothing else (not the versions served)
+        try:
+            principal = await _principal(a2a, head.authorization)
+        except TetherError as exc:
+            if rest:
+                await self._rest_auth_refusal(send, head.trace, exc)
+            else:  # refused at the HTTP layer, in the REST envelope
+                await self._respond(scope, receive, send, head.trace, envelope(exc.status, exc.code, exc.message))
+            return
+        except Exception:
+            correlation = new_id("err_")
+            log.exception("A2A authentication failed [%s]", correlation)
+            failed = envelope(
+                500, "internal_error", "the host failed to check this request's key", {"correlationId": correlation}
+            )
+            await self._respond(scope, receive, send, head.trace, failed)
+            return
         if rest:
-            await self._rest(scope, receive, send, a2a, head, body)
+            await self._rest(scope, receive, send, a2a, head, body, principal)
             return
         try:
             version = negotiate(head.version, _query_version(scope), a2a.capabilities.accepted)
         except VersionNotSupported as refused:
             await self._send(send, head.trace, 200, _version_refusal(body, refused))
             return
-        answer = await self._answer(a2a, version, head.authorization, head.last_event_id, body)
+        answer = await self._answer(a2a, version, principal, head.last_event_id, body)
         stamp = (b"a2a-version", version.value.encode())
         if isinstance(answer, bytes):
             await self._send(send, head.trace, 200, answer, extra=[stamp])
         elif isinstance(answer, Response):
-
-            async def stamped(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    message["headers"] = [*message["headers"], *self._headers(head.trace)]
-                await send(message)
-
-            await answer(scope, receive, stamped)
+            await self._respond(scope, receive, send, head.trace, answer)
         else:
             await self._stream(receive, send, head.trace, answer, stamp)
 
+    async def _respond(self, scope: Scope, receive: Receive, send: Send, trace: bytes | None, answer: Response) -> None:
+        """A Starlette response (a refusal in the REST envelope), with this endpoint's own headers added."""
+
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message["headers"], *self._headers(trace)]
+            await send(message)
+
+        await answer(scope, receive, stamped)
+
+    async def _not_allowed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Another verb on the JSON-RPC endpoint: 405 naming POST, in the envelope every REST route's 405 has."""
+        refused = envelope(
+            405,
+            "method_not_allowed",
+            f"{scope['method']} is not allowed on {RPC_PATH}: A2A JSON-RPC calls are POSTed",
+            headers={"Allow": "POST"},
+        )
+        await refused(scope, receive, send)
+
     async def _rest(
-        self, scope: Scope, receive: Receive, send: Send, a2a: A2ASurface, head: _Head, body: bytes
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        a2a: A2ASurface,
+        head: _Head,
+        body: bytes,
+        principal: Principal,
     ) -> None:
         """One request of the 1.0 HTTP+JSON binding: a route, its method, a bare answer or a stream."""
         verb = scope["method"]
@@ -230,7 +271,6 @@ class RpcEndpoint:
         try:
             routed = rest10.match(verb, scope["path"][len(REST_PATH) :])
             note_operation(routed.route.method)
-            principal = await _principal(a2a, head.authorization)
             method = methods[routed.route.method]
             _needs_key(method, principal, routed.route.method)
             params = rest10.params_of(routed, scope.get("query_string", b""), body, head.content_type)
@@ -244,9 +284,7 @@ class RpcEndpoint:
             return
         except TetherError as exc:
             if exc.status in (401, 403):
-                extra = [(b"www-authenticate", b'Bearer realm="tether"')] if exc.status == 401 else []
-                answer = rest10.auth_error(exc.status, exc.message)
-                await self._send(send, head.trace, exc.status, answer, extra=[media, stamp, *extra])
+                await self._rest_auth_refusal(send, head.trace, exc, stamp)
                 return
             status, answer, extra = rest10.status_error(rpc_error_from(exc))
             await self._send(send, head.trace, status, answer, extra=[media, stamp, *extra])
@@ -262,6 +300,15 @@ class RpcEndpoint:
             await self._stream(receive, send, head.trace, sse(_REST_FRAMING, outcome.frames), stamp)
             return
         await self._send(send, head.trace, 200, orjson.dumps(outcome), extra=[media, stamp])
+
+    async def _rest_auth_refusal(
+        self, send: Send, trace: bytes | None, exc: TetherError, *extra: tuple[bytes, bytes]
+    ) -> None:
+        """A 401 or 403 of the HTTP+JSON binding, in its own error shape (a 401 says how to authenticate)."""
+        headers = [(b"content-type", rest10.MEDIA_TYPE.encode()), *extra]
+        if exc.status == 401:
+            headers.append((b"www-authenticate", b'Bearer realm="tether"'))
+        await self._send(send, trace, exc.status, rest10.auth_error(exc.status, exc.message), extra=headers)
 
     @staticmethod
     def _headers(trace: bytes | None) -> list[tuple[bytes, bytes]]:
@@ -342,14 +389,13 @@ class RpcEndpoint:
         return self._tables
 
     async def _answer(
-        self, a2a: A2ASurface, version: Version, authorization: str | None, last_event_id: str | None, body: bytes
+        self, a2a: A2ASurface, version: Version, principal: Principal, last_event_id: str | None, body: bytes
     ) -> bytes | Response | AsyncIterator[bytes]:
         """One JSON-RPC 2.0 request (batches are refused with a single -32600)."""
         tables = self._codecs(a2a)
         methods = tables[version]
         legacy = version.is_legacy
         try:
-            principal = await _principal(a2a, authorization)
             call = parse_request(
                 body,
                 methods,
@@ -369,12 +415,6 @@ class RpcEndpoint:
             return error_body(rejected.request_id, rejected.error, legacy=legacy)
         except TetherError as exc:  # 401 / 403: refused at the HTTP layer, in the REST envelope
             return envelope(exc.status, exc.code, exc.message, exc.details)
-        except Exception:
-            correlation = new_id("err_")
-            log.exception("A2A authentication failed [%s]", correlation)
-            return envelope(
-                500, "internal_error", "the host failed to check this request's key", {"correlationId": correlation}
-            )
         try:
             if method.streaming and not a2a.capabilities.streaming:
                 raise UnsupportedOperation(f"{call.method} is not served: this agent's capabilities.streaming is false")

@@ -1,17 +1,19 @@
 """The A2A REST reads: the agent card and the durable task state.
 
-``POST /v1/a2a`` itself is :mod:`tether.a2a.endpoint`, served before this router.
+``POST /v1/a2a`` itself is :mod:`tether.a2a.endpoint`, served before this router; the
+OpenAPI document declares it from :data:`OPENAPI_PATHS`.
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH
+from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH, RPC_PATH
 from tether.a2a.card import agent_card, strict_v10
 from tether.a2a.push import push_record
 from tether.a2a.surface import a2a_of
@@ -21,9 +23,82 @@ from tether.http.requests import require
 from tether.http.responses import json_response
 from tether.types import Principal
 
-__all__ = ["router"]
+__all__ = ["OPENAPI_PATHS", "router"]
 
 router = APIRouter(tags=["a2a"])
+
+_ENVELOPE_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
+_JSONRPC_ID = {"type": ["string", "integer", "null"]}
+
+#: ``POST /v1/a2a`` as the OpenAPI document declares it (:mod:`tether.a2a.endpoint` answers it, ahead of the
+#: REST app). Every body is answered 200 with a JSON-RPC response, a malformed one with a JSON-RPC error
+#: (``-32700``, ``-32600``...), so the body's schema is any JSON; only the key and the size are refused in HTTP.
+OPENAPI_PATHS: dict[str, Any] = {
+    RPC_PATH: {
+        "post": {
+            "tags": ["a2a"],
+            "summary": "A2A JSON-RPC 2.0: 1.0 methods with A2A-Version: 1.0, 0.3 methods without it",
+            "description": (
+                "One JSON-RPC 2.0 request (``{jsonrpc, id, method, params}``); see docs/a2a.md. A streaming method "
+                "(``message/stream``, ``SendStreamingMessage``, ``tasks/resubscribe``, ``SubscribeToTask``) answers "
+                "server-sent events whose ``data:`` is a JSON-RPC response each."
+            ),
+            "operationId": "a2a_jsonrpc",
+            "security": [{"apiKey": []}],
+            "parameters": [
+                {
+                    "name": "A2A-Version",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string"},
+                    "description": "1.0 (or 1.1, the draft) for the 1.0 methods; none for 0.3; others: -32009.",
+                }
+            ],
+            # not required: a missing or malformed request is answered like any other, a JSON-RPC error at 200
+            "requestBody": {
+                "required": False,
+                "content": {"application/json": {"schema": {"description": "A JSON-RPC 2.0 request."}}},
+            },
+            "responses": {
+                "200": {
+                    "description": "A JSON-RPC 2.0 response (its error member for a refused call), or its stream.",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["jsonrpc", "id"],
+                                "properties": {
+                                    "jsonrpc": {"const": "2.0"},
+                                    "id": _JSONRPC_ID,
+                                    "result": {},
+                                    "error": {"type": "object", "required": ["code", "message"]},
+                                },
+                            }
+                        },
+                        "text/event-stream": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["data"],
+                                "properties": {"data": {"type": "string", "contentMediaType": "application/json"}},
+                            }
+                        },
+                    },
+                },
+                **{
+                    str(status): {
+                        "description": description,
+                        "content": {"application/json": {"schema": _ENVELOPE_REF}},
+                    }
+                    for status, description in (
+                        (401, "No API key (on an agent that is not public), or one that is unknown or revoked."),
+                        (403, "The API key lacks the scope the method needs."),
+                        (413, "The request body is larger than this host's limit."),
+                    )
+                },
+            },
+        }
+    }
+}
 
 
 _CARD = answer(200, "The agent card.")

@@ -80,10 +80,12 @@ def event_stream(description: str, events: tuple[str, ...] | None = None) -> dic
     return answer(200, description, schema, "text/event-stream")
 
 
-def openapi_document(app: FastAPI) -> dict[str, Any]:
-    """The app's document, built once: FastAPI's, less the 422 ``HTTPValidationError`` no route sends."""
+def openapi_document(app: FastAPI, extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The app's document, built once: FastAPI's, less the 422 ``HTTPValidationError`` no route sends, plus
+    ``extra_paths``: operations answered in front of the app (an ASGI layer of their own), declared as they are."""
     if app.openapi_schema is None:
         document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        document.setdefault("paths", {}).update(extra_paths or {})
         for operations in document.get("paths", {}).values():
             for operation in operations.values():
                 _drop_invented_422(operation.get("responses", {}))
@@ -101,10 +103,10 @@ def _drop_invented_422(responses: dict[str, Any]) -> None:
         del responses["422"]
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, extra_paths: dict[str, Any] | None = None) -> None:
     """Serve ``openapi_document`` at the app's ``openapi_url``."""
 
     def document() -> dict[str, Any]:
-        return openapi_document(app)
+        return openapi_document(app, extra_paths)
 
     app.openapi = document  # type: ignore[method-assign]
