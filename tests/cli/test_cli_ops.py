@@ -97,6 +97,22 @@ def test_every_listing_speaks_json(host: InProcessHost) -> None:
     assert json.loads(on(host, "push", "list", "--json").stdout) == []
 
 
+def test_a_call_without_a_key_says_how_to_give_one(host: InProcessHost) -> None:
+    for command in (["runs", "list"], ["push", "list", "--kind", "webhook"], ["workflows", "list"]):
+        result = run(*command, "--url", host.url)
+        assert result.exit_code == 2, result.output
+        assert result.stderr == (
+            "error: this command needs an API key: pass --key tk_..., or set TETHER_API_KEY "
+            "(make one with: tether keys create --name NAME)\n"
+        )
+
+
+def test_the_database_url_help_names_both_stores() -> None:
+    for command in (["serve"], ["keys", "create"]):
+        shown = " ".join(run(*command, "--help").stdout.split())  # unwrapped
+        assert "postgresql://USER@HOST:PORT/DBNAME" in shown and "sqlite:PATH" in shown, shown
+
+
 # --- runs start ----------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from harness import HostProcess
@@ -80,6 +81,45 @@ def test_a_missing_postgresql_database_is_one_line(tmp_path: Path) -> None:
     line = one_line(serve("--data-dir", str(tmp_path / "data"), "--database-url", missing))
     assert 'database "tether_test_never_created" does not exist' in line
     assert "createdb" in line and "--database-url" in line
+
+
+def test_a_missing_postgresql_role_is_one_line_that_names_the_role(tmp_path: Path) -> None:
+    with fresh_database():
+        pass
+    server = urlsplit(admin_url())
+    stranger = urlunsplit(server._replace(netloc=f"tether_test_no_such_role@{server.hostname}:{server.port or 5432}"))
+    line = one_line(serve("--data-dir", str(tmp_path / "data"), "--database-url", stranger))
+    assert 'role "tether_test_no_such_role" does not exist' in line
+    assert "`createuser tether_test_no_such_role`" in line and "--database-url" in line
+    assert "createdb" not in line, "a missing role is not a missing database"
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Iterator[Path]:
+    """A directory this process cannot write: a read-only tmpfs for root (which ignores modes), else mode 0500."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+        yield folder
+        folder.chmod(0o700)
+        return
+    mount = ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)]
+    mounted = subprocess.run(mount, capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"root ignores file modes, and a read-only tmpfs cannot be mounted here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("inside", ["", "data"], ids=["the-directory", "a-new-one-inside"])
+def test_a_read_only_data_directory_is_one_line_that_names_the_path(read_only: Path, inside: str) -> None:
+    data = read_only / inside
+    line = one_line(serve("--data-dir", str(data)))
+    assert line.startswith(f"tether: error: cannot write {data}"), line
+    assert "--data-dir" in line and "OSError" not in line and "Errno" not in line
 
 
 def test_all_interfaces_without_a_public_url_is_refused(tmp_path: Path) -> None:

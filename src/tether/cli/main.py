@@ -114,7 +114,8 @@ def store_options(command: F) -> F:
         "--database-url",
         envvar="TETHER_DATABASE_URL",
         show_envvar=True,
-        help="Database URL (sqlite:PATH); overrides --data-dir.",
+        help="Where runs are kept instead of <data-dir>/tether.db: postgresql://USER@HOST:PORT/DBNAME (every host "
+        "on one database serves the same runs) or sqlite:PATH.",
     )(command)
     command = click.option(
         "--data-dir",
@@ -167,6 +168,13 @@ def _with_store(
 
 
 def _client(url: str, key: str | None) -> HostClient:
+    """The host's REST API with ``key``: every route the CLI calls needs one, so a missing key is told up front."""
+    if not key:
+        _fail(
+            "error: this command needs an API key: pass --key tk_..., or set TETHER_API_KEY "
+            "(make one with: tether keys create --name NAME)",
+            EXIT_UNREACHABLE,
+        )
     return HostClient(url, key)
 
 

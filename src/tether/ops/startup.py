@@ -1,17 +1,19 @@
 """Start-up failures as one line that says what is wrong and what to do.
 
-A host that cannot start (its port taken, its SQLite file served by another host, its
-PostgreSQL database missing, a host key the database was not first used with) used to
-print one clear line and then a long traceback from deep inside uvicorn's lifespan. The
-traceback is for the developer of Tether, not for the operator: ``LifespanGuard`` keeps
-the failure instead of letting it be logged, and ``explain`` turns it into the line the
-operator reads. ``--log-level debug`` brings the traceback back.
+A host that cannot start (its port taken, its data directory read-only, its SQLite file
+served by another host, its PostgreSQL database or role missing, a host key the database
+was not first used with) used to print one clear line and then a long traceback from deep
+inside uvicorn's lifespan. The traceback is for the developer of Tether, not for the
+operator: ``LifespanGuard`` keeps the failure instead of letting it be logged, and
+``explain`` turns it into the line the operator reads. ``--log-level debug`` brings the
+traceback back.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -23,6 +25,10 @@ __all__ = ["EXIT_STARTUP_FAILED", "LifespanGuard", "StartupFailed", "explain", "
 EXIT_STARTUP_FAILED = 3
 
 _DEBUG_HINT = "run with --log-level debug for the traceback"
+#: what a file the host must write answers when this user may not write it (or nobody may: a read-only mount)
+_UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+#: what PostgreSQL says of a missing role or database, naming it
+_MISSING = re.compile(r'(role|database) "([^"]+)" does not exist')
 
 
 class StartupFailed(Exception):
@@ -40,11 +46,20 @@ def explain(exc: BaseException, *, host: str = "", port: int = 0) -> str:
         )
     if isinstance(exc, OSError) and exc.errno == errno.EADDRNOTAVAIL:
         return f"cannot bind to {host}: this machine has no such address; pick another --host"
+    if isinstance(exc, OSError) and exc.errno in _UNWRITABLE and exc.filename is not None:
+        reason = (exc.strerror or "not writable").lower()
+        return f"cannot write {exc.filename} ({reason}): give --data-dir a directory this user can write"
     if isinstance(exc, PermissionError):
         return f"permission denied: {exc}; run as a user that may bind that port and write the data directory"
     if isinstance(exc, StoreUnavailable):
-        if "does not exist" in exc.message:
-            return f"{exc.message}: create it first (e.g. `createdb NAME`), or fix --database-url"
+        missing = _MISSING.search(exc.message)
+        if missing and missing.group(1) == "role":
+            return (
+                f"{exc.message}: create that PostgreSQL user (`createuser {missing.group(2)}`), "
+                "or name an existing one in --database-url"
+            )
+        if missing:
+            return f"{exc.message}: create it first (`createdb {missing.group(2)}`), or fix --database-url"
         return f"{exc.message}: check that PostgreSQL runs and that --database-url is right"
     if isinstance(exc, TetherError):
         return exc.message
