@@ -6,6 +6,7 @@ a real host on a loopback port; tasks arrive over A2A from outside the browser.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from urllib.parse import urlparse
@@ -119,6 +120,24 @@ def test_phone_width_shows_the_list_and_a_waiting_run_in_one_column(
         context.close()
 
 
+def test_the_inputs_panel_shows_what_the_run_was_started_with_and_nothing_its_nodes_wrote(
+    page: Page, host: InProcessHost
+) -> None:
+    assert host.dev_key
+    task = a2a_send(host, host.dev_key, "approval-gated", "Publish the Q3 report")
+    http = host.http(host.dev_key)
+    accepted = http.post(f"/v1/runs/{task['id']}/interrupts/gate", json={"resumeValue": {"action": "accept"}})
+    assert accepted.status_code == 200, accepted.text
+    snapshot = http.get(f"/v1/runs/{task['id']}").json()
+    assert snapshot["inputs"] == {"prompt": "Publish the Q3 report"}
+    assert {"payload", "action", "decidedBy"} <= set(snapshot["variables"]), "the nodes wrote beside the inputs"
+    sign_in(page, host, host.dev_key)
+    open_run(page, host, task["id"])
+    expect(page.locator("#run-status")).to_have_text("completed", timeout=TIMEOUT_MS)
+    shown = page.get_by_role("region", name="Inputs").get_by_label("Inputs")
+    expect(shown).to_have_text(json.dumps(snapshot["inputs"], indent=2))
+
+
 def test_a_clarification_is_answered_in_a_form(page: Page, host: InProcessHost) -> None:
     assert host.dev_key
     task = a2a_send(host, host.dev_key, "clarification-gated", "pick a color")
@@ -188,6 +207,14 @@ def test_another_tenants_run_is_not_found(page: Page, host: InProcessHost) -> No
     expect(page.get_by_role("button", name="Accept", exact=True)).to_have_count(0)
 
 
+def test_the_sign_in_page_offers_no_sign_out(page: Page, host: InProcessHost) -> None:
+    page.goto(f"{host.url}/console")
+    expect(page.get_by_label("API key")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+    expect(page.locator("#who")).to_be_hidden()
+    assert page.evaluate("getComputedStyle(document.getElementById('who')).display") == "none"
+
+
 def test_sign_out_forgets_the_key(page: Page, host: InProcessHost) -> None:
     assert host.dev_key
     sign_in(page, host, host.dev_key)
@@ -198,6 +225,7 @@ def test_sign_out_forgets_the_key(page: Page, host: InProcessHost) -> None:
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     assert page.evaluate("sessionStorage.length") == 0
     expect(page.get_by_role("navigation", name="Console")).to_be_hidden()
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
     page.reload()
     expect(page.get_by_label("API key")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.get_by_label("API key")).to_have_value("")

@@ -116,6 +116,9 @@ class RunSnapshot(BaseModel):
     createdAt: str
     updatedAt: str
     nodeStates: dict[str, dict[str, Any]]
+    inputs: dict[str, Any] = Field(
+        description="What the run was started with (a Tether addition): ``variables`` also holds what its nodes wrote."
+    )
     variables: dict[str, Any]
     tags: list[str]
     metadata: dict[str, Any]

@@ -30,6 +30,7 @@ def run_snapshot(row: RunRow, signer: TokenSigner, principal: Principal | None) 
         "createdAt": row.created_at,
         "updatedAt": row.updated_at,
         "nodeStates": state.get("nodeStates", {}),
+        "inputs": state.get("inputs", {}),
         "variables": state.get("variables", {}),
         "tags": state.get("tags", []),
         "metadata": state.get("metadata", {}),

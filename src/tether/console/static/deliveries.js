@@ -7,16 +7,11 @@ import { announce, badge, every, fill, h, notice, safeUrl, time } from "./dom.js
 
 const REFRESH_MS = 3000;
 
-/** pending with attempts behind it is a retry waiting for its next attempt */
-export function deliveryStatus(d) {
-  return d.status === "pending" && d.attempts > 0 ? "retrying" : d.status;
-}
-
 /** A table of deliveries; `after` is called once a redelivery was accepted. */
 export function deliveryTable(rows, { showRun = true, after = () => {} } = {}) {
   const columns = ["Delivery", "Kind", ...(showRun ? ["Run"] : []), "Destination", "Status", "Attempts", "Last error", "Next attempt", "Action"];
   const body = rows.map((d) => {
-    const status = deliveryStatus(d);
+    const status = d.status; // the API's word, as `tether push list` prints it (a retry is pending with attempts)
     const action =
       d.status === "dead"
         ? h(
@@ -44,9 +39,9 @@ export function deliveryTable(rows, { showRun = true, after = () => {} } = {}) {
     return h(
       "tr",
       { "data-delivery-id": d.deliveryId, "data-status": status },
-      h("td", { "data-label": "Delivery", class: "mono" }, d.deliveryId),
-      h("td", { "data-label": "Kind" }, d.kind),
-      showRun ? h("td", { "data-label": "Run" }, d.runId ? h("a", { href: `#/runs/${encodeURIComponent(d.runId)}`, class: "mono" }, d.runId) : "—") : null,
+      h("td", { "data-label": "Delivery", class: "mono one-line" }, d.deliveryId),
+      h("td", { "data-label": "Kind", class: "one-line" }, d.kind),
+      showRun ? h("td", { "data-label": "Run", class: "one-line" }, d.runId ? h("a", { href: `#/runs/${encodeURIComponent(d.runId)}`, class: "mono" }, d.runId) : "—") : null,
       h("td", { "data-label": "Destination", class: "mono" }, safeUrl(d.url)),
       h("td", { "data-label": "Status" }, badge(status)),
       h("td", { "data-label": "Attempts" }, String(d.attempts)),
@@ -55,13 +50,15 @@ export function deliveryTable(rows, { showRun = true, after = () => {} } = {}) {
       h("td", { "data-label": "Action" }, action),
     );
   });
-  return h(
+  const table = h(
     "table",
     { class: "deliveries" },
     h("caption", { class: "visually-hidden" }, "Deliveries"),
     h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, body),
   );
+  // narrower than the table (its ids stay whole), the window scrolls this region sideways, not the page
+  return h("div", { class: "scrolls", role: "region", "aria-label": "Deliveries table", tabindex: "0" }, table);
 }
 
 export function deliveriesView(main, ctx) {

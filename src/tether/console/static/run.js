@@ -147,7 +147,7 @@ export function runView(main, ctx, runId) {
         ? h("button", { type: "button", id: "cancel-run", class: "danger", onclick: () => dialog.open() }, "Cancel run…")
         : null,
     );
-    fill(inputs, json(run.variables, "Inputs"));
+    fill(inputs, json(run.inputs ?? {}, "Inputs")); // what it was started with; variables also hold node outputs
     fill(outputs, run.outputs !== undefined ? json(run.outputs, "Outputs") : notice("empty", TERMINAL.has(run.status) ? "No outputs." : "No outputs yet."));
     fill(nodes, nodeTable(run, state.workflow));
     fill(artifacts, artifactList(state.task));
