@@ -76,5 +76,7 @@ def test_the_main_pages_name_their_parts(page: Page, host: InProcessHost) -> Non
 
     open_run(page, host, task["id"])
     page.get_by_role("link", name="Deliveries").click()
+    # the view changes on the hash change, after the click returns: read it once it is there
+    expect(page.get_by_role("heading", name="Deliveries", level=1)).to_be_visible(timeout=TIMEOUT_MS)
     deliveries = page.get_by_role("main").aria_snapshot()
     assert '- heading "Deliveries" [level=1]' in deliveries and '- combobox "Status"' in deliveries
