@@ -104,7 +104,9 @@ def push_config(
     return PushConfigRow(task_id, config_id, tenant, url, "fp:token", b"sealed-token", ["Bearer"], b"sealed-auth", NOW)
 
 
-def webhook(webhook_id: str, *, events: list[str], tags: list[str] | None = None, tenant: str = TENANT) -> WebhookRow:
+def webhook(
+    webhook_id: str, *, events: list[str], tags: list[str] | None = None, tenant: str = TENANT, major: int = 1
+) -> WebhookRow:
     return WebhookRow(
         webhook_id,
         tenant,
@@ -114,6 +116,7 @@ def webhook(webhook_id: str, *, events: list[str], tags: list[str] | None = None
         b"sealed-secret",
         "fp:secret",
         NOW,
+        major,
     )
 
 

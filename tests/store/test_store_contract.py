@@ -678,6 +678,70 @@ async def test_attempts_are_recorded_and_listed_newest_first(store: Store) -> No
     assert await store.list_deliveries("globex", "dead") == []
 
 
+async def test_webhooks_remember_the_major_they_were_registered_under(store: Store) -> None:
+    await store.put_webhook(webhook("wh_v1", events=["run.completed"]))
+    await store.put_webhook(webhook("wh_v2", events=["run.completed"], major=2))
+    assert [(await store.get_webhook(w)) for w in ("wh_v1", "wh_v2")] == [
+        webhook("wh_v1", events=["run.completed"]),
+        webhook("wh_v2", events=["run.completed"], major=2),
+    ]
+
+
+async def test_dead_letters_of_one_subscriber_are_read_newest_first_a_page_at_a_time(store: Store) -> None:
+    await store.put_webhook(webhook("wh_dead", events=["run.completed"]))
+    await store.put_webhook(webhook("wh_other", events=["run.completed"]))
+    await store.put_webhook(webhook("wh_globex", events=["run.completed"], tenant="globex"))
+    for _ in range(3):
+        run = await create_run(store)
+        await advance(store, run, extras=[Fanout("webhook", TENANT, run.run_id, 1, b"{}", event_type="run.completed")])
+    globex = await create_run(store, tenant="globex")
+    await advance(
+        store, globex, extras=[Fanout("webhook", "globex", globex.run_id, 1, b"{}", event_type="run.completed")]
+    )
+    due = await store.due_deliveries(at(1), 20)
+    alive = next(d for d in due if d.target_id == "wh_dead")  # one of wh_dead's stays pending
+    for row in due:
+        if row is not alive:
+            await store.record_attempt(
+                row.delivery_id, status="dead", attempts=4, next_attempt_at=at(2), last_error="HTTP 500", now=at(2)
+            )
+    dead = sorted((d.delivery_id for d in due if d.target_id == "wh_dead" and d is not alive), reverse=True)
+    assert len(dead) == 2
+    assert [d.delivery_id for d in await store.dead_letters(TENANT, "wh_dead", 10)] == dead
+    [first] = await store.dead_letters(TENANT, "wh_dead", 1)
+    assert (first.delivery_id, first.status, first.attempts, first.last_error, first.updated_at) == (
+        dead[0],
+        "dead",
+        4,
+        "HTTP 500",
+        at(2),
+    )
+    assert [d.delivery_id for d in await store.dead_letters(TENANT, "wh_dead", 10, before=dead[0])] == dead[1:]
+    assert await store.dead_letters(TENANT, "wh_dead", 10, before=dead[1]) == []
+    assert await store.dead_letters("globex", "wh_dead", 10) == [], "only the caller's tenant"
+    assert len(await store.dead_letters("globex", "wh_globex", 10)) == 1
+
+
+async def test_a_run_is_purged_only_once_its_dead_letters_are_past_the_cutoff(store: Store) -> None:
+    """A dead letter stays readable as long as a run is kept after it ended: its run waits for it."""
+    await store.put_webhook(webhook("wh_1", events=["run.completed"]))
+    run = await create_run(store)
+    await advance(
+        store,
+        run,
+        status="completed",
+        extras=[Fanout("webhook", TENANT, run.run_id, 1, b"{}", event_type="run.completed")],
+    )
+    [row] = await store.due_deliveries(at(1), 10)
+    await store.record_attempt(
+        row.delivery_id, status="dead", attempts=4, next_attempt_at=at(60), last_error="HTTP 500", now=at(60)
+    )
+    assert await store.purge_runs(at(30), 10) == [], "the run ended before 30 s, its dead letter died after"
+    assert [d.delivery_id for d in await store.dead_letters(TENANT, "wh_1", 10)] == [row.delivery_id]
+    assert await store.purge_runs(at(61), 10) == [run.run_id]
+    assert await store.dead_letters(TENANT, "wh_1", 10) == []
+
+
 async def test_redeliver_sends_a_dead_delivery_again_from_the_first_attempt(store: Store) -> None:
     await create_run(store, extras=[callback_fanout("r1")])
     [row] = await store.due_deliveries(at(1), 10)

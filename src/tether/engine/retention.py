@@ -3,10 +3,11 @@
 A terminal run (its events, task record, history, push configs, deliveries, idempotency
 claims and lease) is kept for ``window`` seconds after it ended, then deleted; a run that
 has not ended is never touched, however old, and neither is one with a delivery still
-pending. The purge runs in the background in small batches, each one short transaction, so
-requests never wait behind it; with several hosts on one database each purges, and the
-store guarantees no run is taken by two (``Store.purge_runs``). After a purge the task
-reads exactly as an unknown id would, and a re-sent message starts a new task.
+pending or a dead letter younger than the window. The purge runs in the background in small
+batches, each one short transaction, so requests never wait behind it; with several hosts on
+one database each purges, and the store guarantees no run is taken by two
+(``Store.purge_runs``). After a purge the task reads exactly as an unknown id would, and a
+re-sent message starts a new task.
 """
 
 from __future__ import annotations

@@ -185,6 +185,8 @@ class WebhookRow:
     secret: bytes
     secret_fingerprint: str
     created_at: str
+    #: the OpenWOP major it was registered under: its deliveries are rendered and retried in that major's terms
+    major: int = 1
 
 
 @dataclass(slots=True)
@@ -367,7 +369,8 @@ class Store(Protocol):
         everything kept for them (events, task record, history, push configs, deliveries, the
         idempotency claims that started them, the lease); their ids.
 
-        A run that has not ended, or still has a delivery pending, is never taken. ``tenant``
+        A run that has not ended, still has a delivery pending, or has a dead letter that died
+        at or after ``before`` (it stays readable that long), is never taken. ``tenant``
         limits it to that tenant's runs; ``dry_run`` only says which runs would go. Two hosts
         purging one database at once never take the same run.
         """
@@ -431,6 +434,13 @@ class Store(Protocol):
         ...
 
     async def redeliver(self, delivery_id: str, tenant: str | None, now: str) -> bool: ...
+
+    async def dead_letters(
+        self, tenant: str, target_id: str, limit: int, before: str | None = None
+    ) -> list[DeliveryRow]:
+        """The dead deliveries of one subscriber of ``tenant`` (a webhook's id), newest first; with
+        ``before`` (a delivery id), only those older than it (the next page)."""
+        ...
 
     # several hosts (meaningful when ``shared``)
 

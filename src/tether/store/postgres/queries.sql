@@ -272,17 +272,17 @@ DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2;
 
 -- name: insert_webhook
 -- A new webhook subscription.
--- ($1 webhook_id, $2 tenant, $3 url, $4 events, $5 tags, $6 secret, $7 secret_fingerprint, $8 created_at)
-INSERT INTO webhooks (webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
+-- ($1 webhook_id, $2 tenant, $3 url, $4 events, $5 tags, $6 secret, $7 secret_fingerprint, $8 created_at, $9 major)
+INSERT INTO webhooks (webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at, major)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9);
 
 -- name: get_webhook
 -- One webhook ($1).
-SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at FROM webhooks WHERE webhook_id = $1;
+SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at, major FROM webhooks WHERE webhook_id = $1;
 
 -- name: tenant_webhooks
 -- The webhooks of a tenant ($1): fan-out candidates.
-SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at FROM webhooks WHERE tenant = $1;
+SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at, major FROM webhooks WHERE tenant = $1;
 
 -- name: delete_webhook
 -- Unsubscribe ($1 tenant, $2 webhook_id).
@@ -387,6 +387,14 @@ SELECT delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, 
        next_attempt_at, last_error, created_at, updated_at FROM outbox
 WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR status = $2) AND ($4::text IS NULL OR kind = $4)
 ORDER BY delivery_id DESC LIMIT $3;
+
+-- name: dead_letters
+-- The dead deliveries of subscriber $2 of tenant $1, newest first, older than delivery $3 (NULL:
+-- from the newest); at most $4. Read through the outbox_dead index.
+SELECT delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, body, final, status, attempts,
+       next_attempt_at, last_error, created_at, updated_at FROM outbox
+WHERE status = 'dead' AND target_id = $2 AND tenant = $1 AND ($3::text IS NULL OR delivery_id < $3)
+ORDER BY delivery_id DESC LIMIT $4;
 
 -- name: redeliver
 -- Send a dead delivery ($1) again from the first attempt, now ($3); only within tenant $2 when given.
@@ -530,12 +538,14 @@ LEFT JOIN LATERAL (
 
 -- name: purgeable_runs
 -- Runs that ended before $1, oldest first, of tenant $2 (NULL: any tenant), with no delivery
--- still pending (a push or webhook in flight keeps its run); at most $3. Locked, so that two
--- hosts purging at once never take the same run (the other skips it).
+-- still pending (a push or webhook in flight keeps its run) and no dead letter that died after
+-- $1 (a dead letter stays readable as long as a run is kept after it ended); at most $3.
+-- Locked, so that two hosts purging at once never take the same run (the other skips it).
 SELECT r.run_id FROM runs r
 WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < $1
   AND ($2::text IS NULL OR r.tenant = $2)
   AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.run_id = r.run_id AND o.status = 'pending')
+  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.run_id = r.run_id AND o.status = 'dead' AND o.updated_at >= $1)
 ORDER BY r.updated_at LIMIT $3
 FOR UPDATE OF r SKIP LOCKED;
 

@@ -458,6 +458,11 @@ class PostgresStore:
     async def redeliver(self, delivery_id: str, tenant: str | None, now: str) -> bool:
         return await self._execute("redeliver", delivery_id, tenant, now) > 0
 
+    async def dead_letters(
+        self, tenant: str, target_id: str, limit: int, before: str | None = None
+    ) -> list[DeliveryRow]:
+        return await self._fetch_all(DELIVERY, "dead_letters", tenant, target_id, before, limit)
+
     # several hosts -------------------------------------------------------------------------
 
     async def claim_run(self, run_id: str, owner: str, ttl: float) -> int | None:

@@ -122,16 +122,16 @@ UPDATE push_configs SET token_secret = NULL, auth_secret = NULL WHERE task_id = 
 
 -- name: insert_webhook
 -- A new webhook subscription.
-INSERT INTO webhooks (webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at)
-VALUES (:webhook_id, :tenant, :url, :events, :tags, :secret, :secret_fingerprint, :created_at);
+INSERT INTO webhooks (webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at, major)
+VALUES (:webhook_id, :tenant, :url, :events, :tags, :secret, :secret_fingerprint, :created_at, :major);
 
 -- name: get_webhook
 -- One webhook.
-SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at FROM webhooks WHERE webhook_id = ?;
+SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at, major FROM webhooks WHERE webhook_id = ?;
 
 -- name: tenant_webhooks
 -- The webhooks of a tenant (fan-out candidates).
-SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at FROM webhooks WHERE tenant = ?;
+SELECT webhook_id, tenant, url, events, tags, secret, secret_fingerprint, created_at, major FROM webhooks WHERE tenant = ?;
 
 -- name: webhook_tenants
 -- The tenants that have a webhook (read at open: whose fan-outs may match).
@@ -243,11 +243,13 @@ SELECT value FROM host_settings WHERE name = ?;
 
 -- name: purgeable_runs
 -- Runs that ended before ?1, oldest first, of tenant ?2 (NULL: any tenant), with no delivery
--- still pending (a push or webhook in flight keeps its run); at most ?3.
+-- still pending (a push or webhook in flight keeps its run) and no dead letter that died after
+-- ?1 (a dead letter stays readable as long as a run is kept after it ended); at most ?3.
 SELECT r.run_id FROM runs r
 WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < ?1
   AND (?2 IS NULL OR r.tenant = ?2)
   AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.run_id = r.run_id AND o.status = 'pending')
+  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.run_id = r.run_id AND o.status = 'dead' AND o.updated_at >= ?1)
 ORDER BY r.updated_at LIMIT ?3;
 
 -- name: purge_run_events
@@ -274,3 +276,11 @@ DELETE FROM run_leases WHERE run_id IN (SELECT value FROM json_each(?));
 
 -- name: purge_runs
 DELETE FROM runs WHERE run_id IN (SELECT value FROM json_each(?));
+
+-- name: dead_letters
+-- The dead deliveries of subscriber ?2 of tenant ?1, newest first, older than delivery ?3 (NULL:
+-- from the newest); at most ?4. Read through the outbox_dead index.
+SELECT delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, body, final, status, attempts,
+       next_attempt_at, last_error, created_at, updated_at FROM outbox
+WHERE status = 'dead' AND target_id = ?2 AND tenant = ?1 AND (?3 IS NULL OR delivery_id < ?3)
+ORDER BY delivery_id DESC LIMIT ?4;

@@ -431,6 +431,12 @@ class SqliteStore:
     async def redeliver(self, delivery_id: str, tenant: str | None, now: str) -> bool:
         return await self._write(_writes.redeliver, delivery_id, tenant, now)
 
+    async def dead_letters(
+        self, tenant: str, target_id: str, limit: int, before: str | None = None
+    ) -> list[DeliveryRow]:
+        params = (tenant, target_id, before, limit)
+        return await self._read(lambda conn: fetch_all(conn, DELIVERY, Q["dead_letters"], params))
+
     # leases (one host: they are kept, but nobody else competes) -----------------------------
 
     async def claim_run(self, run_id: str, owner: str, ttl: float) -> int | None:
