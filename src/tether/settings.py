@@ -28,6 +28,8 @@ class Settings:
     egress_allow_cidrs: tuple[str, ...] = ()
     egress_ca_bundle: Path | None = None
     push_retry_schedule: str = "5s,30s,2m,10m,1h,4h,12h"
+    webhook_max_attempts: int = 4  # OpenWOP v2 webhooks: attempts at a delivery, then it is dead-lettered
+    webhook_first_retry: float = 1.0  # seconds before a v2 webhook's first retry; each later one waits twice as long
     push_body: str = "status"  # "status": a TaskStatusUpdateEvent; "task": the full Task
     a2a_anonymous_tenant: str | None = None  # a public agent: keyless A2A calls act in this tenant (REST needs a key)
     tls_certfile: Path | None = None  # serve HTTPS with this certificate chain (PEM) and --tls-keyfile

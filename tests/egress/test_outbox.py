@@ -238,6 +238,85 @@ async def test_webhook_fanout_matches_events_and_signs(store: SqliteStore) -> No
     ).valid
 
 
+async def _hooked_run(store: SqliteStore, hook_id: str, run_id: str) -> None:
+    """A webhook subscribed to run.completed, and one run.completed delivery to it."""
+    now = clock.now_iso()
+    await store.put_webhook(
+        WebhookRow(
+            hook_id,
+            "default",
+            "https://hooks.test/v2",
+            ["run.completed"],
+            [],
+            BOX.seal("s" * 64, context=f"webhook:{hook_id}"),
+            BOX.fingerprint("s" * 64),
+            now,
+            2,
+        )
+    )
+    body = orjson.dumps({"runId": run_id, "workspaceId": "default", "event": {"type": "run.completed", "sequence": 0}})
+    await store.commit(
+        Commit(
+            run=RunRow(run_id, "default", "echo", "completed", 0, {}, now, now),
+            events=[EventRow(run_id, 0, b"{}")],
+            expected_sequence=None,
+            extras=[Fanout("webhook", "default", run_id, 0, body, event_type="run.completed")],
+        )
+    )
+
+
+async def test_a_webhook_delivery_is_rendered_signed_and_retried_as_its_subscription_says(store: SqliteStore) -> None:
+    """The worker's ``webhook_body`` renders each delivery for its subscription: the body and the names it
+    signs and sends, and a ladder of its own on which every failure, a 4xx too, is retried."""
+    from openwop_client.webhook_helpers import verify_webhook_signature
+
+    from tether.egress.outbox import WebhookDelivery
+
+    await _hooked_run(store, "wh_v2", "r1")
+    rendered: list[WebhookRow] = []
+
+    def render(hook: WebhookRow, stored: bytes) -> WebhookDelivery:
+        rendered.append(hook)
+        body = orjson.dumps({"runId": f"default/{orjson.loads(stored)['runId']}", "event": {"type": "run.completed"}})
+        return WebhookDelivery(body, f"default/{hook.webhook_id}", "run.completed", 2, RetrySchedule.parse("10ms,20ms"))
+
+    received: list[httpx.Request] = []
+    worker = _worker(store, lambda r: (received.append(r), httpx.Response(410))[1], schedule="1h")
+    worker.webhook_body = render
+    await _drain(worker, _dead(store))
+    assert len(received) == 3, "a refusal is retried on the subscription's own ladder (not the host's 1 h, not final)"
+    assert [hook.major for hook in rendered] == [2, 2, 2]
+    request = received[-1]
+    assert orjson.loads(request.content)["runId"] == "default/r1"
+    for family in ("OpenWOP", "X-openwop"):
+        assert request.headers[f"{family}-Webhook-Id"] == "default/wh_v2"
+        assert request.headers[f"{family}-Event-Type"] == "run.completed"
+        assert request.headers[f"{family}-Signature-Algorithm"] == "v1"
+        assert verify_webhook_signature(
+            "s" * 64, request.headers[f"{family}-Signature"], request.headers[f"{family}-Timestamp"], request.content
+        ).valid
+    [dead] = await store.list_deliveries(None, "dead")
+    assert (dead.attempts, dead.last_error) == (3, "HTTP 410: the receiver refused the delivery")
+
+
+async def test_a_delivery_its_subscription_cannot_render_is_dead_at_once(store: SqliteStore) -> None:
+    from tether.egress.outbox import WebhookDelivery
+    from tether.errors import TetherError
+
+    await _hooked_run(store, "wh_v2", "r2")
+
+    def unprojectable(hook: WebhookRow, stored: bytes) -> WebhookDelivery:
+        raise TetherError("run.completed cannot carry 'extra'", code="payload_unprojectable")
+
+    received: list[httpx.Request] = []
+    worker = _worker(store, lambda r: (received.append(r), httpx.Response(204))[1])
+    worker.webhook_body = unprojectable
+    await _drain(worker, _dead(store))
+    [dead] = await store.list_deliveries(None, "dead")
+    assert received == [] and dead.attempts == 1
+    assert dead.last_error == "payload_unprojectable: run.completed cannot carry 'extra'"
+
+
 class _RebindingResolver:
     """Answers a public address first (registration), then a private one (delivery)."""
 

@@ -280,6 +280,22 @@ def main() -> None:
     help="Delays between delivery attempts; after the last one a delivery is dead-lettered.",
 )
 @click.option(
+    "--webhook-max-attempts",
+    default=4,
+    show_default=True,
+    type=click.IntRange(2, 20),
+    help="OpenWOP v2 webhooks (POST /webhooks): attempts at a delivery before it is dead-lettered "
+    "(v1 webhooks and A2A pushes keep --push-retry-schedule).",
+)
+@click.option(
+    "--webhook-first-retry",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 86400.0),
+    help="OpenWOP v2 webhooks: seconds before a failed delivery's first retry; each later retry waits twice as "
+    "long (4 attempts from 1 s are spent in about 7 s, inside the conformance suite's wait).",
+)
+@click.option(
     "--a2a-anonymous-tenant",
     metavar="NAME",
     callback=_tenant_option,

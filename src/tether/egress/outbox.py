@@ -33,9 +33,9 @@ import logging
 import random
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import httpx
 import orjson
@@ -111,6 +111,31 @@ def as_stored(config: PushConfigRow, body: bytes) -> tuple[bytes, str]:
 
 
 @dataclass(frozen=True, slots=True)
+class WebhookDelivery:
+    """A webhook delivery as the major its subscription was registered under sends it."""
+
+    body: bytes
+    #: the subscription id as its receiver knows it (``X-openwop-Webhook-Id``)
+    webhook_id: str
+    #: the event type as that major names it (``X-openwop-Event-Type``)
+    event_type: str
+    #: 2 also sends the ``OpenWOP-*`` twin of every ``X-openwop-*`` header
+    major: int = 1
+    #: the subscription's own retry ladder (its major's advertised policy), on which every failed
+    #: attempt is retried; None: the host's ladder, on which a receiver's refusal (4xx) is final
+    schedule: RetrySchedule | None = None
+
+
+#: a webhook delivery for the subscription it goes to (its stored body is major 1's)
+WebhookBody = Callable[[WebhookRow, bytes], WebhookDelivery]
+
+
+def webhook_as_stored(hook: WebhookRow, body: bytes) -> WebhookDelivery:
+    event: dict[str, Any] = orjson.loads(body).get("event", {})
+    return WebhookDelivery(body, hook.webhook_id, str(event.get("type", "")))
+
+
+@dataclass(frozen=True, slots=True)
 class _Outcome:
     delivered: bool
     retryable: bool
@@ -120,6 +145,16 @@ class _Outcome:
     receiver_failed: bool = False
     #: the HTTP status the receiver answered with (None: no answer, or never sent)
     status: int | None = None
+    #: the ladder a failed attempt is retried on, when its subscription has its own
+    schedule: RetrySchedule | None = None
+
+
+class _Prepared(NamedTuple):
+    """One attempt's headers and body, and the retry ladder of its subscription if it has its own."""
+
+    headers: dict[str, str]
+    body: bytes
+    schedule: RetrySchedule | None = None
 
 
 #: deliveries claimed at most per store read
@@ -171,12 +206,15 @@ class OutboxWorker:
         fallback: float | None = None,
         claim_seconds: float = 60.0,
         push_body: PushBody = as_stored,
+        webhook_body: WebhookBody = webhook_as_stored,
     ) -> None:
         self.owner = owner
         #: told ``(kind, outcome)`` of each delivery attempt sent: delivered, retry or dead (metrics)
         self.on_attempt: Callable[[str, str], None] | None = None
         #: renders a push in the version its config was registered in (given by the composition root)
         self.push_body = push_body
+        #: renders a webhook delivery in the major its subscription was registered under
+        self.webhook_body = webhook_body
         self.fallback = fallback
         self.store = store
         self.client = client
@@ -322,7 +360,7 @@ class OutboxWorker:
         if outcome.delivered:
             status, next_at = "delivered", now
         else:
-            delay = self.schedule.delay(attempts) if outcome.retryable else None
+            delay = (outcome.schedule or self.schedule).delay(attempts) if outcome.retryable else None
             if delay is not None and outcome.retry_after is not None:
                 delay = max(delay, outcome.retry_after)
             status, next_at = ("pending", now + timedelta(seconds=delay)) if delay is not None else ("dead", now)
@@ -361,7 +399,7 @@ class OutboxWorker:
         """One attempt; ``span`` (traces on) is the attempt's client span, whose ``traceparent`` it sends."""
         try:
             prepared = await self._prepare(row, subscription)
-        except LookupError as exc:
+        except LookupError as exc:  # it can never be sent: dead at once
             return _Outcome(False, False, str(exc))
         except InvalidTag:
             return _Outcome(
@@ -372,14 +410,22 @@ class OutboxWorker:
             )
         if prepared is None:
             return _Outcome(False, False, "its subscription no longer exists")
-        headers, body = prepared
+        headers, body, schedule = prepared
         if span is not None:
             headers["traceparent"] = tracing.span_traceparent(span)
+        outcome = await self._post(row.url, body, headers)
+        if schedule is not None and not outcome.delivered:
+            # a subscription with a ladder of its own (OpenWOP v2) retries every failed attempt on it, refusals too
+            outcome = replace(outcome, retryable=True, schedule=schedule)
+        return outcome
+
+    async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> _Outcome:
+        """Send one attempt and judge the answer: 2xx delivered; 3xx, 408, 429, 5xx and no answer retried."""
         try:
             if isinstance(self.client, EgressClient):  # the host's client; tests may hand in a plain one
-                response = await self.client.deliver(row.url, body, headers)
+                response = await self.client.deliver(url, body, headers)
             else:
-                response = await self.client.post(row.url, content=body, headers=headers)
+                response = await self.client.post(url, content=body, headers=headers)
         except TetherError as exc:  # the egress guard refused the target at delivery time
             return _Outcome(False, True, f"refused by the egress guard: {exc.message}")
         except httpx.TimeoutException:
@@ -395,9 +441,7 @@ class OutboxWorker:
             return _Outcome(False, True, f"HTTP {status}", _retry_after(response), receiver_failed=True, status=status)
         return _Outcome(False, False, f"HTTP {status}: the receiver refused the delivery", status=status)
 
-    async def _prepare(
-        self, row: DeliveryRow, subscription: _Subscription | object = _UNREAD
-    ) -> tuple[dict[str, str], bytes] | None:
+    async def _prepare(self, row: DeliveryRow, subscription: _Subscription | object = _UNREAD) -> _Prepared | None:
         """Headers and body of one attempt; secrets are opened here and nowhere else.
 
         ``subscription`` is the row's push configs or webhook as read when it was claimed, or
@@ -419,7 +463,7 @@ class OutboxWorker:
                 credentials = self.box.open(config.auth_secret, context=f"push-auth:{config.config_id}")
                 headers["Authorization"] = f"{config.auth_schemes[0]} {credentials}"
             body, headers["Content-Type"] = self.push_body(config, row.body)
-            return headers, body
+            return _Prepared(headers, body)
         if row.kind == "webhook":
             hook = subscription if isinstance(subscription, WebhookRow) else None
             if subscription is _UNREAD:
@@ -427,12 +471,21 @@ class OutboxWorker:
             if hook is None:
                 return None
             secret = self.box.open(hook.secret, context=f"webhook:{hook.webhook_id}")
-            event: dict[str, Any] = orjson.loads(row.body).get("event", {})
+            try:
+                delivery = self.webhook_body(hook, row.body)
+            except TetherError as exc:  # its event has no rendering in the subscription's major (payload_unprojectable)
+                raise LookupError(f"{exc.code}: {exc.message}") from exc
             headers.update(
-                sign_webhook(secret, row.body, webhook_id=hook.webhook_id, event_type=str(event.get("type", "")))
+                sign_webhook(
+                    secret,
+                    delivery.body,
+                    webhook_id=delivery.webhook_id,
+                    event_type=delivery.event_type,
+                    major=delivery.major,
+                )
             )
             headers["User-Agent"] = "openwop-webhook-dispatcher/tether"
-            return headers, row.body
+            return _Prepared(headers, delivery.body, delivery.schedule)
         if row.kind == "callback":
-            return headers, row.body
+            return _Prepared(headers, row.body)
         raise LookupError(f"unknown delivery kind {row.kind!r}")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from tether.egress.guard import EgressGuard, EgressPolicy, Resolver
-from tether.egress.outbox import OutboxWorker, PushBody, RetrySchedule, as_stored
+from tether.egress.outbox import OutboxWorker, PushBody, RetrySchedule, WebhookBody, as_stored, webhook_as_stored
 from tether.egress.transport import build_egress_client, make_ssl_context
 from tether.secrets import SecretBox
 from tether.settings import Settings
@@ -46,6 +46,7 @@ def build_egress(
     owner: str = "local",
     resolver: Resolver | None = None,
     push_body: PushBody = as_stored,
+    webhook_body: WebhookBody = webhook_as_stored,
 ) -> Egress:
     """Validate the egress switches and build the guarded client and the outbox worker."""
     guard = EgressGuard(EgressPolicy(allow_cidrs=settings.egress_allow_cidrs), resolver)
@@ -59,5 +60,6 @@ def build_egress(
         owner=owner,
         fallback=settings.fallback_poll_seconds if store.shared else None,
         push_body=push_body,
+        webhook_body=webhook_body,
     )
     return Egress(guard, box, client, worker)
