@@ -15,6 +15,7 @@ from tether.types import RunStatus
 
 __all__ = [
     "AskExchange",
+    "DrainPolicy",
     "ErrorObject",
     "InterruptKind",
     "InterruptRecord",
@@ -27,6 +28,9 @@ __all__ = [
 
 #: the interrupts Tether's nodes raise (``suspend-request.schema.json`` ``kind``, the subset used)
 InterruptKind = Literal["approval", "clarification", "external-event"]
+
+#: what a pause does to the node executing when it is asked (OpenWOP ``pauseRun``): let it finish, or cut it
+DrainPolicy = Literal["drain-current-node", "immediate"]
 
 #: what ``apply`` records of a node (``nodeStates`` is implementation-shaped in the spec)
 NodeStatus = Literal["running", "completed", "failed", "skipped", "suspended", "cancelled"]
@@ -119,6 +123,12 @@ class RunSnapshot(TypedDict):
     #: carried from ``node.suspended`` to the ``interrupt.requested`` that follows it
     pendingInterruptId: NotRequired[str]
     askExchanges: NotRequired[dict[str, list[AskExchange]]]
+    #: while ``paused``: when it was paused
+    pausedAt: NotRequired[str]
+    #: when it was last resumed
+    resumedAt: NotRequired[str]
+    #: node id -> attempts of it a pause cut (``immediate``): its next ``node.started`` counts on from there
+    cutAttempts: NotRequired[dict[str, int]]
     cancelReason: NotRequired[str]
     cancelledBy: NotRequired[str]
     #: the interrupt a cancel ended: a late answer to it learns the run was cancelled

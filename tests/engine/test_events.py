@@ -29,6 +29,7 @@ from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows
 from tether.engine.state import CANCEL_REQUESTED
 from tether.engine.workflow import load_workflow
+from tether.run_state import DrainPolicy
 from tether.store.base import RunRow
 from tether.store.sqlite import SqliteStore
 from tether.types import TERMINAL, Principal
@@ -97,7 +98,17 @@ SAMPLES: dict[str, list[NewEvent]] = {
         events.run_failed({"code": "x", "message": "y"}, 0, failed_node_id="a"),
     ],
     "run_cancelled": [events.run_cancelled("cancelled", "system", 0), events.run_cancelled("stop", "key:alice", 99)],
-    "node_started": [events.node_started("a", "core.noop"), events.node_started("b", "core.delay", _NOW)],
+    "run_paused": [
+        events.run_paused(None, "drain-current-node"),
+        events.run_paused("look", "immediate", ("b", 1)),
+        events.run_paused(None, "immediate"),
+    ],
+    "run_resumed": [events.run_resumed(None), events.run_resumed("go on")],
+    "node_started": [
+        events.node_started("a", "core.noop"),
+        events.node_started("b", "core.delay", _NOW),
+        events.node_started("b", "core.delay", _NOW, 2),
+    ],
     "node_completed": [events.node_completed("a", {}), events.node_completed("b", {"x": [1]}, 500)],
     "node_failed": [events.node_failed("a", _ERROR), events.node_failed("a", {"code": "c", "message": "m"})],
     "node_skipped": [events.node_skipped("a", "edge condition false")],
@@ -307,6 +318,13 @@ async def drive_every_path(runs: Runs) -> None:
     await runs.until(running, lambda r: r.state["nodeStates"].get("b", {}).get("status") == "running", "the delay")
     await runs.engine.cancel(ALICE, running, "stop")
     await runs.ended(running)
+    policies: tuple[DrainPolicy, ...] = ("drain-current-node", "immediate")
+    for policy in policies:
+        paused = await runs.create("multi-step", {"prompt": policy})
+        await runs.until(paused, lambda r: r.state["nodeStates"].get("b", {}).get("status") == "running", "the delay")
+        await runs.engine.pause(ALICE, paused, "look", policy)
+        await runs.engine.resume(ALICE, paused, "go on")
+        await runs.ended(paused)
     for failing in ("ev-fail", "ev-bad-condition"):
         await runs.ended(await runs.create(failing))
     runs.peer.next_state, runs.peer.after_reply = "input-required", "completed"

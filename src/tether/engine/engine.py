@@ -33,7 +33,7 @@ from tether.engine.workflow import WorkflowDefinition, validate_inputs
 from tether.errors import Conflict, InvalidInput, NotFound, SequenceConflict, Unprocessable
 from tether.exchange import current_traceparent
 from tether.ids import new_id
-from tether.run_state import ErrorObject, RunSnapshot
+from tether.run_state import DrainPolicy, ErrorObject, RunSnapshot
 from tether.store.base import Commit, Extra, IdempotencyClaimed, IdempotencyRecord, LeaseLost, RunRow, Store
 from tether.types import TERMINAL, WAITING, Principal, RunStatus
 
@@ -49,6 +49,24 @@ _MAX_RETRIES = 50
 
 #: typed, so that mypy rejects a misspelt status here (a tuple literal it would not check)
 _CANCELLING_OR_CANCELLED: Final[frozenset[RunStatus]] = frozenset({"cancelling", "cancelled"})
+#: the statuses a pause is taken in: the run executes (a waiting run already runs nothing; see ``pause``)
+_PAUSABLE: Final[frozenset[RunStatus]] = frozenset({"pending", "running"})
+
+
+def _executing(state: RunSnapshot) -> str | None:
+    """The node started and not finished (a delay sleeping; Tether runs one node at a time), if any."""
+    return next((node_id for node_id, entry in state["nodeStates"].items() if entry["status"] == "running"), None)
+
+
+def _sleep_ended(row: RunRow) -> bool:
+    """Whether a delay's sleep in this run has nothing left to wait for: cancelled, or its attempt cut by a pause."""
+    return row.status in _CANCELLING_OR_CANCELLED or _executing(row.state) is None
+
+
+def _refuse(row: RunRow, what: str) -> Conflict:
+    """Why ``what`` cannot be done in the run's status: ``run_terminal``, else ``run_state_conflict``."""
+    code = "run_terminal" if row.is_terminal else "run_state_conflict"
+    return Conflict(f"run {row.run_id} is {row.status}: {what}", code=code, details={"runStatus": row.status})
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +395,8 @@ class Engine:
             if row.status == "running" and in_flight(row.state):
                 self.handoffs.notice(row)  # parked: the hand-off's follower takes it from here
                 return
+            if row.status == "paused" and _executing(row.state) is None:
+                return  # nothing runs until it is resumed (a node executing when it was paused drains first)
             try:
                 wait = await self._step(row, fence)
             except SequenceConflict:
@@ -415,6 +435,8 @@ class Engine:
         """
         run_id = batch.row.run_id
         while True:
+            if batch.state["status"] == "paused" and _executing(batch.state) is None:
+                return None  # paused: the node executing when it was paused may finish (drain), nothing more
             try:
                 decision = plan(wf, batch.state)
             except InvalidInput as exc:  # an edge condition that cannot be evaluated on this data
@@ -443,12 +465,13 @@ class Engine:
                         return remaining
                     batch.add(events.node_completed(node.id, {}, outcome.ms))
                     continue
+                attempt = batch.state.get("cutAttempts", {}).get(node.id, 0)
                 if outcome.ms == 0:
-                    batch.add(events.node_started(node.id, node.typeId))
+                    batch.add(events.node_started(node.id, node.typeId, attempt=attempt))
                     batch.add(events.node_completed(node.id, {}))
                     continue
                 wake_at = clock.iso(clock.now() + ms(outcome.ms))
-                batch.add(events.node_started(node.id, node.typeId, wake_at))
+                batch.add(events.node_started(node.id, node.typeId, wake_at, attempt))
                 return outcome.ms / 1000
             if not decision.resume:
                 batch.add(events.node_started(node.id, node.typeId))
@@ -503,14 +526,15 @@ class Engine:
             hook(run_id)
         self.handoffs.committed(run_id)  # a cancel or an answer made on another host: its follower here acts now
         if run_id in self._sleeps:
-            task = asyncio.create_task(self._check_cancel(run_id), name=f"tether-check-{run_id}")
+            task = asyncio.create_task(self._check_sleep(run_id), name=f"tether-check-{run_id}")
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
-    async def _check_cancel(self, run_id: str) -> None:
+    async def _check_sleep(self, run_id: str) -> None:
+        """Cut a delay's sleep here when another host cancelled its run, or paused it ``immediate``."""
         row = await self.store.get_run(run_id)
         sleep = self._sleeps.get(run_id)
-        if row is not None and row.status in _CANCELLING_OR_CANCELLED and sleep is not None:
+        if row is not None and sleep is not None and _sleep_ended(row):
             sleep.cancel()
 
     async def _fail_unrunnable(self, row: RunRow, message: str) -> None:
@@ -657,10 +681,19 @@ class Engine:
 
     # cancelling ----------------------------------------------------------------------------
 
-    async def cancel(self, principal: Principal, run_id: str, reason: str | None = None) -> RunRow:
-        """Cancel a run: waiting runs end at once, executing ones go through ``cancelling``."""
+    async def cancel(
+        self, principal: Principal, run_id: str, reason: str | None = None, *, again_refused: bool = False
+    ) -> RunRow:
+        """Cancel a run: waiting (and paused) runs end at once, executing ones go through ``cancelling``.
+
+        A run already cancelled answers as it is (OpenWOP v1), or, with ``again_refused``, is
+        refused like any other ended run (``409 run_terminal``, v2): then only the cancel that
+        ended it succeeds.
+        """
 
         def decide(row: RunRow, batch: Batch) -> None:
+            if row.status == "cancelled" and again_refused:
+                raise _refuse(row, "it already ended")
             if row.status == "cancelled" or row.status == "cancelling":
                 return
             if row.status in TERMINAL:
@@ -686,6 +719,58 @@ class Engine:
         interrupt = row.state.get("cancelledInterrupt")
         if interrupt and interrupt.get("interruptId") in self._timers:
             self._timers.pop(interrupt["interruptId"]).cancel()
+        return row
+
+    # pausing -------------------------------------------------------------------------------
+
+    async def pause(
+        self,
+        principal: Principal,
+        run_id: str,
+        reason: str | None = None,
+        drain_policy: DrainPolicy = "drain-current-node",
+    ) -> RunRow:
+        """Pause an executing run: no node starts until ``resume`` (or a cancel); of racing pauses one wins.
+
+        ``drain-current-node`` lets the node executing (a delay sleeping) finish and commits its
+        completion; ``immediate`` cuts that attempt: no terminal event is recorded for it, and the
+        resumed run starts it afresh. The pause is on disk, so a restart, or any host of a shared
+        store, leaves the run paused.
+
+        Refused (409) unless the run executes: ``run_terminal`` when it ended, else
+        ``run_state_conflict``. A run waiting at an interrupt already runs nothing, and its answer
+        and deadline belong to its gate; a run handing a task to another agent cannot hold the
+        peer, which works on and may ask a question at any time (and cutting it would send the
+        task twice): those are cancelled, or paused once they execute again.
+        """
+
+        def decide(row: RunRow, batch: Batch) -> None:
+            if row.status not in _PAUSABLE:
+                raise _refuse(row, "only an executing run (pending or running) can be paused")
+            if in_flight(row.state):
+                raise _refuse(row, "a task handed to another agent is in flight, and a pause cannot hold it")
+            cut = None
+            node_id = _executing(row.state)
+            if drain_policy == "immediate" and node_id is not None:
+                cut = (node_id, row.state["nodeStates"][node_id].get("attempt", 0) + 1)
+            batch.add(events.run_paused(reason, drain_policy, cut))
+
+        row, _ = await self._transition(principal.tenant, run_id, decide)
+        sleep = self._sleeps.get(run_id)
+        if sleep is not None and _sleep_ended(row):
+            sleep.cancel()  # the attempt was cut: the driver re-reads, and stops
+        return row
+
+    async def resume(self, principal: Principal, run_id: str, reason: str | None = None) -> RunRow:
+        """Resume a paused run where it stopped; of racing resumes one wins (the others: 409)."""
+
+        def decide(row: RunRow, batch: Batch) -> None:
+            if row.status != "paused":
+                raise _refuse(row, "only a paused run can be resumed")
+            batch.add(events.run_resumed(reason))
+
+        row, _ = await self._transition(principal.tenant, run_id, decide)
+        self.kick(run_id)
         return row
 
     # observing -------------------------------------------------------------------------------

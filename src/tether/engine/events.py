@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple, NotRequired, TypedDict, get_args
 from tether import __version__
 from tether.engine.hitl import ApprovalFields, ApprovalOutcome, legacy_actions
 from tether.engine.state import CANCEL_REQUESTED
-from tether.run_state import ErrorObject, InterruptKind, Owner
+from tether.run_state import DrainPolicy, ErrorObject, InterruptKind, Owner
 
 __all__ = [
     "ENGINE_VERSION",
@@ -48,6 +48,8 @@ __all__ = [
     "run_cancelled",
     "run_completed",
     "run_failed",
+    "run_paused",
+    "run_resumed",
     "run_started",
 ]
 
@@ -73,6 +75,8 @@ EventType = Literal[
     "run.completed",
     "run.failed",
     "run.cancelled",
+    "run.paused",
+    "run.resumed",
 ]
 EVENT_TYPES: tuple[EventType, ...] = get_args(EventType)
 
@@ -240,6 +244,23 @@ class RunCancelledPayload(TypedDict):
     durationMs: int
 
 
+class RunPausedPayload(TypedDict):
+    """Valid for both majors' ``runPaused`` (v2 closes it): the request's words, and the attempt it cut.
+
+    ``interruptedAttempt`` counts from 1, as v2 numbers it (``node.started.attempt`` counts
+    retries from 0): the first attempt cut is attempt 1, and the node's next ``attempt`` is 1.
+    """
+
+    reason: NotRequired[str]
+    drainPolicy: DrainPolicy
+    interruptedNodeId: NotRequired[str]
+    interruptedAttempt: NotRequired[int]
+
+
+class RunResumedPayload(TypedDict):
+    reason: NotRequired[str]
+
+
 EventPayload = (
     RunStartedPayload
     | NodeStartedPayload
@@ -260,6 +281,8 @@ EventPayload = (
     | RunCompletedPayload
     | RunFailedPayload
     | RunCancelledPayload
+    | RunPausedPayload
+    | RunResumedPayload
 )
 
 
@@ -322,11 +345,27 @@ def run_cancelled(reason: str, cancelled_by: str, duration_ms: int) -> NewEvent:
     return NewEvent("run.cancelled", {"reason": reason, "cancelledBy": cancelled_by, "durationMs": duration_ms}, None)
 
 
+def run_paused(reason: str | None, drain_policy: DrainPolicy, cut: tuple[str, int] | None = None) -> NewEvent:
+    """A pause; ``cut`` is the node whose attempt ``immediate`` cut and that attempt's number (from 1)."""
+    payload: RunPausedPayload = {"drainPolicy": drain_policy}
+    if reason is not None:
+        payload = {"reason": reason, "drainPolicy": drain_policy}
+    if cut is not None:
+        payload["interruptedNodeId"], payload["interruptedAttempt"] = cut
+    return NewEvent("run.paused", payload, None)
+
+
+def run_resumed(reason: str | None) -> NewEvent:
+    payload: RunResumedPayload = {} if reason is None else {"reason": reason}
+    return NewEvent("run.resumed", payload, None)
+
+
 # node events ---------------------------------------------------------------------------------
 
 
-def node_started(node_id: str, type_id: str, wake_at: str | None = None) -> NewEvent:
-    payload: NodeStartedPayload = {"nodeId": node_id, "typeId": type_id, "attempt": 0}
+def node_started(node_id: str, type_id: str, wake_at: str | None = None, attempt: int = 0) -> NewEvent:
+    """``attempt`` counts the node's earlier attempts: a pause cut them (``immediate``)."""
+    payload: NodeStartedPayload = {"nodeId": node_id, "typeId": type_id, "attempt": attempt}
     if wake_at is not None:
         payload["wakeAt"] = wake_at
     return NewEvent("node.started", payload, node_id)

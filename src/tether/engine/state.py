@@ -140,9 +140,21 @@ def apply(state: Snapshot, event: dict[str, Any]) -> Snapshot:
     elif kind == "node.cancelled":
         _node(nodes, node_id, "cancelled")
         if payload.get("reason") == CANCEL_REQUESTED and state["status"] not in TERMINAL:
-            state["status"] = "cancelling"
+            state["status"] = "cancelling"  # a paused run too: a cancel is the other way out of a pause
             state["cancelReason"] = payload.get("cancelReason", "cancelled")
             state["cancelledBy"] = payload.get("cancelledBy", "system")
+            state.pop("pausedAt", None)
+    elif kind == "run.paused":
+        state["status"] = "paused"
+        state["pausedAt"] = at
+        cut = payload.get("interruptedNodeId")
+        if cut is not None:  # ``immediate``: the attempt is gone, as if never started; it starts afresh
+            nodes.pop(cut, None)
+            state.setdefault("cutAttempts", {})[cut] = payload.get("interruptedAttempt", 1)
+    elif kind == "run.resumed":
+        state["status"] = "running"
+        state.pop("pausedAt", None)
+        state["resumedAt"] = at
     elif kind == "run.completed":
         state["status"] = "completed"
         state["completedAt"] = at
@@ -159,6 +171,7 @@ def apply(state: Snapshot, event: dict[str, Any]) -> Snapshot:
             state["cancelledInterrupt"] = pending
         state["status"] = "cancelled"
         state["completedAt"] = at
+        state.pop("pausedAt", None)
         state["interrupt"] = None
         state["currentNodeId"] = None
         for entry in nodes.values():
