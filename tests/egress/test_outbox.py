@@ -299,6 +299,16 @@ async def test_a_webhook_delivery_is_rendered_signed_and_retried_as_its_subscrip
     assert (dead.attempts, dead.last_error) == (3, "HTTP 410: the receiver refused the delivery")
 
 
+def test_a_ladder_draws_each_delay_within_its_jitter() -> None:
+    """The host's ladder spreads retries ±20 %; a ladder may ask for less (v2's ±10 %: its gaps must widen)."""
+    host, narrow = RetrySchedule.parse("10s"), RetrySchedule((10.0,), jitter=0.1)
+    host_draws = [host.delay(1) or 0.0 for _ in range(500)]
+    narrow_draws = [narrow.delay(1) or 0.0 for _ in range(500)]
+    assert 8.0 <= min(host_draws) and max(host_draws) <= 12.0
+    assert 9.0 <= min(narrow_draws) and max(narrow_draws) <= 11.0
+    assert host.delay(2) is None and narrow.delay(2) is None, "spent after its last delay"
+
+
 async def test_a_delivery_its_subscription_cannot_render_is_dead_at_once(store: SqliteStore) -> None:
     from tether.egress.outbox import WebhookDelivery
     from tether.errors import TetherError

@@ -69,6 +69,8 @@ class RetrySchedule:
     """Delays before each retry; after the last one a delivery is dead-lettered."""
 
     delays: tuple[float, ...]
+    #: each delay is drawn within ± this fraction of itself, so retries of many deliveries spread out
+    jitter: float = 0.2
 
     @classmethod
     def parse(cls, text: str) -> RetrySchedule:
@@ -86,7 +88,7 @@ class RetrySchedule:
         """Seconds to wait after failed attempt number ``attempt`` (1-based), None when spent."""
         if attempt > len(self.delays):
             return None
-        return self.delays[attempt - 1] * random.uniform(0.8, 1.2)
+        return self.delays[attempt - 1] * random.uniform(1 - self.jitter, 1 + self.jitter)
 
 
 def _retry_after(response: httpx.Response) -> float | None:
