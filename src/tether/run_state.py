@@ -113,6 +113,10 @@ class RunSnapshot(TypedDict):
     inputs: NotRequired[dict[str, Any]]
     transport: NotRequired[str]
     owner: NotRequired[Owner]
+    #: who started it, as OpenWOP v2 names a caller (absent on runs started before subjects were recorded)
+    subject: NotRequired[dict[str, str]]
+    #: its event-log era (OpenWOP v2); absent: era 2, a run written before eras were stamped
+    eventLogSchemaVersion: NotRequired[int]
     tags: NotRequired[list[str]]
     metadata: NotRequired[dict[str, Any]]
     callbackUrl: NotRequired[str]

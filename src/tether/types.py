@@ -63,6 +63,39 @@ class Principal:
     tenant: str
     name: str
     scopes: frozenset[str] = frozenset()
+    #: the public id of the API key that authenticated the call (``tk_<key id>_…``), None for other callers
+    key_id: str | None = None
+    #: a keyless caller of a public agent
+    anonymous: bool = False
 
     def can(self, scope: str) -> bool:
         return scope in self.scopes
+
+    def subject(self) -> dict[str, str]:
+        """The OpenWOP v2 Subject of this caller (``subject.schema.json``), recorded on the runs it starts.
+
+        A key is named by its public id, never its name (which a person chose and may be PII).
+        """
+        if self.key_id is not None:
+            return {
+                "issuer": "urn:tether:api-key",
+                "subjectId": self.key_id,
+                "tenant": self.tenant,
+                "lane": "api-key",
+                "kind": "user",
+            }
+        if self.anonymous:
+            return {
+                "issuer": "urn:tether:anonymous",
+                "subjectId": self.name,
+                "tenant": self.tenant,
+                "lane": "anonymous",
+                "kind": "anonymous",
+            }
+        return {
+            "issuer": "urn:tether:principal",
+            "subjectId": self.name,
+            "tenant": self.tenant,
+            "lane": "api-key",
+            "kind": "user",
+        }

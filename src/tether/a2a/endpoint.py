@@ -101,7 +101,7 @@ def anonymous(tenant: str) -> Principal:
 
     Only ``/v1/a2a`` ever makes it, so REST (and anything admin) stays behind a key.
     """
-    return Principal(tenant=tenant, name=ANONYMOUS, scopes=A2A_SCOPES)
+    return Principal(tenant=tenant, name=ANONYMOUS, scopes=A2A_SCOPES, anonymous=True)
 
 
 async def _body(receive: Receive, limit: int) -> bytes:

@@ -114,4 +114,4 @@ class KeyVerifier:
             raise Unauthenticated("unknown API key")
         if row.revoked_at is not None:
             raise Unauthenticated("this API key was revoked", code="key_revoked")
-        return Principal(tenant=row.tenant, name=f"key:{row.name}", scopes=frozenset(row.scopes))
+        return Principal(tenant=row.tenant, name=f"key:{row.name}", scopes=frozenset(row.scopes), key_id=row.key_id)

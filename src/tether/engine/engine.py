@@ -291,6 +291,7 @@ class Engine:
             owner={"tenant": principal.tenant, "principal": principal.name},
             tags=list(tags or []),
             metadata=dict(metadata or {}),
+            subject=principal.subject(),
             callback_url=callback_url,
             traceparent=current_traceparent() or (tracing.new_traceparent() if tracing.tracer() else None),
         )

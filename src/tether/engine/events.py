@@ -21,6 +21,7 @@ from tether.run_state import DrainPolicy, ErrorObject, InterruptKind, Owner
 
 __all__ = [
     "ENGINE_VERSION",
+    "EVENT_LOG_ERA",
     "EVENT_TYPES",
     "ApprovalResume",
     "EventPayload",
@@ -54,6 +55,9 @@ __all__ = [
 ]
 
 ENGINE_VERSION = __version__
+#: the event-log era of every run this host creates (OpenWOP v2's ``eventLogSchemaVersion``): runs with no stamp
+#: were written before it and read as era 2; the stored events of both are spelt alike, and v2 readers project them
+EVENT_LOG_ERA = 3
 
 #: every event type the engine emits (a subset of the OpenWOP ``RunEventType``)
 EventType = Literal[
@@ -92,6 +96,10 @@ class RunStartedPayload(TypedDict):
     owner: Owner
     tags: list[str]
     metadata: dict[str, Any]
+    #: who started the run, as OpenWOP v2 names a caller (v1's ``owner`` stays as it was)
+    subject: NotRequired[dict[str, str]]
+    #: the run's era (:data:`EVENT_LOG_ERA`); absent on runs written before eras were stamped
+    eventLogSchemaVersion: NotRequired[int]
     callbackUrl: NotRequired[str]
     #: the W3C trace context the run continues (the creating request's), kept for every later span
     traceparent: NotRequired[str]
@@ -309,6 +317,7 @@ def run_started(
     owner: Owner,
     tags: list[str],
     metadata: dict[str, Any],
+    subject: dict[str, str] | None = None,
     callback_url: str | None = None,
     traceparent: str | None = None,
 ) -> NewEvent:
@@ -321,6 +330,9 @@ def run_started(
         "tags": tags,
         "metadata": metadata,
     }
+    if subject is not None:
+        payload["subject"] = subject
+        payload["eventLogSchemaVersion"] = EVENT_LOG_ERA
     if callback_url is not None:
         payload["callbackUrl"] = callback_url
     if traceparent is not None:

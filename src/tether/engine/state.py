@@ -76,6 +76,9 @@ def apply(state: Snapshot, event: dict[str, Any]) -> Snapshot:
         state["transport"] = payload.get("transport", "rest")
         if "owner" in payload:
             state["owner"] = payload["owner"]
+        if "subject" in payload:
+            state["subject"] = payload["subject"]
+            state["eventLogSchemaVersion"] = payload.get("eventLogSchemaVersion", 3)
         state["tags"] = list(payload.get("tags", []))
         state["metadata"] = dict(payload.get("metadata", {}))
         if "callbackUrl" in payload:

@@ -1,8 +1,14 @@
-"""The one place errors become HTTP responses: the envelope ``{error, message, details?}``."""
+"""The one place errors become HTTP responses: the envelope ``{error, message, details?}``.
+
+A surface may speak its own dialect of codes (OpenWOP major 2 answers only codes of its
+registry, each at its registered status): it puts a :data:`Dialect` on the request's state
+under :data:`DIALECT`, and every refusal made here goes through it.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -31,6 +37,17 @@ _STATUS_CODES = {
 }
 
 
+#: ``(status, code) -> (status, code)``: how a surface spells a refusal
+Dialect = Callable[[int, str], tuple[int, str]]
+#: where a request's dialect sits on its state (absent: the codes as raised)
+DIALECT = "error_dialect"
+
+
+def _spoken(request: Request, status: int, code: str) -> tuple[int, str]:
+    dialect: Dialect | None = request.scope.get("state", {}).get(DIALECT)
+    return (status, code) if dialect is None else dialect(status, code)
+
+
 def envelope(
     status: int, code: str, message: str, details: dict[str, Any] | None = None, headers: dict[str, str] | None = None
 ) -> Response:
@@ -44,11 +61,12 @@ def envelope(
 
 def _tether_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TetherError)
+    status, code = _spoken(request, exc.status, exc.code)
     if exc.status >= 500:
         correlation = new_id("err_")
         log.error("request failed [%s]: %s", correlation, exc.message)
-        return envelope(exc.status, exc.code, exc.message, {**(exc.details or {}), "correlationId": correlation})
-    return envelope(exc.status, exc.code, exc.message, exc.details)
+        return envelope(status, code, exc.message, {**(exc.details or {}), "correlationId": correlation})
+    return envelope(status, code, exc.message, exc.details)
 
 
 def _validation_error(request: Request, exc: Exception) -> Response:
@@ -59,7 +77,8 @@ def _validation_error(request: Request, exc: Exception) -> Response:
         errors.append({"path": location, "message": err.get("msg", "invalid")})
     first = errors[0] if errors else {"path": "", "message": "invalid request"}
     message = f"{first['path']}: {first['message']}" if first["path"] else first["message"]
-    return envelope(400, "validation_error", message, {"errors": errors})
+    status, code = _spoken(request, 400, "validation_error")
+    return envelope(status, code, message, {"errors": errors})
 
 
 def _http_error(request: Request, exc: Exception) -> Response:
@@ -72,7 +91,8 @@ def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
         headers["Allow"] = ", ".join(served_methods(request))
-    return envelope(exc.status_code, code, message, headers=headers)
+    status, code = _spoken(request, exc.status_code, code)
+    return envelope(status, code, message, headers=headers)
 
 
 #: the methods a 405's ``Allow`` may name
@@ -97,7 +117,8 @@ def _too_large(request: Request, exc: Exception) -> Response:
 def _unexpected(request: Request, exc: Exception) -> Response:
     correlation = new_id("err_")
     log.exception("unexpected error [%s]", correlation)
-    return envelope(500, "internal_error", "the host failed to handle this request", {"correlationId": correlation})
+    status, code = _spoken(request, 500, "internal_error")
+    return envelope(status, code, "the host failed to handle this request", {"correlationId": correlation})
 
 
 def install(app: FastAPI) -> None:

@@ -1,16 +1,25 @@
-"""``/.well-known/openwop``: what this host serves, computed from what is really mounted."""
+"""``/.well-known/openwop``: what this host serves, computed from what is really mounted.
+
+One resource, two representations: the v1 document (with ``protocolVersions`` and
+``preferredVersion`` beside its v1 keys) without ``OpenWOP-Version`` or with major 1, and
+the closed v2 root with major 2. Each carries a strong ``ETag`` over its bytes and answers
+``If-None-Match`` with ``304``; ``Vary: OpenWOP-Version`` tells caches the two apart.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from tether import __version__
 from tether.http.openapi import answer
-from tether.http.responses import json_response
 from tether.openwop.surface import RestSurface, rest_of
+from tether.openwop.v2.discovery import v2_root
+from tether.openwop.versions import PREFERRED_VERSION, PROTOCOL_VERSIONS, major_of
 
 router = APIRouter(tags=["discovery"])
 
@@ -19,6 +28,9 @@ def discovery_document(rest: RestSurface) -> dict[str, Any]:
     settings = rest.settings
     return {
         "protocolVersion": "1.0",
+        # both majors, on one origin: v1 under /v1, v2 on the unversioned paths; v1 preferred through the overlap
+        "protocolVersions": list(PROTOCOL_VERSIONS),
+        "preferredVersion": PREFERRED_VERSION,
         "implementation": {"name": "tether", "version": __version__, "vendor": "tether"},
         "supportedEnvelopes": ["clarification.request"],
         "schemaVersions": {"clarification.request": 1},
@@ -42,4 +54,11 @@ def discovery_document(rest: RestSurface) -> dict[str, Any]:
 @router.get("/.well-known/openwop", responses=answer(200, "The discovery document."))
 async def discovery(request: Request) -> Response:
     """Public: the capability families at the document root, each flag honest."""
-    return json_response(discovery_document(rest_of(request)), headers={"Cache-Control": "public, max-age=60"})
+    rest = rest_of(request)
+    doc = v2_root(rest) if major_of(request.scope) == 2 else discovery_document(rest)
+    body = orjson.dumps(doc)
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    headers = {"Cache-Control": "public, max-age=60", "ETag": etag, "Vary": "OpenWOP-Version"}
+    if etag in (request.headers.get("if-none-match") or "").replace(" ", "").split(","):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
