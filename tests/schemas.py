@@ -3,17 +3,20 @@
 Tests check Tether's output (and its own validation) against the published schemas
 rather than against Tether's code, so a shared misunderstanding cannot make both pass.
 The schemas are not vendored into the project. ``schemas_manifest.json`` pins each file
-(``openwop/``, the ``schemas/`` files of openwop/openwop and openwop/openwop-sdks, and
-``a2a-v0.3.0.json``, the A2A v0.3 JSON Schema) and each conformance fixture by upstream
-URL and sha256; ``schemas_source`` finds a verified copy in ``TETHER_SCHEMAS_DIR`` /
-``TETHER_FIXTURES_DIR``, in ``../shared`` beside the repository, in the user's cache, or
-downloads one (its docstring gives the order). ``conftest.py`` fails the session once,
-before any test runs, when none can be had.
+(``openwop/``, the ``schemas/`` files of openwop/openwop and openwop/openwop-sdks, with
+major 2's under ``openwop/v2/`` in a group of their own, and ``a2a-v0.3.0.json``, the A2A
+v0.3 JSON Schema) and each conformance fixture by upstream URL and sha256;
+``schemas_source`` finds a verified copy of each group in its ``TETHER_*_DIR``, in
+``../shared`` beside the repository, in the user's cache, or downloads one (its docstring
+gives the order). ``conftest.py`` fails the session once, before any test runs, when any
+group cannot be had.
 
-Validators are built once per name and cached: build them freely in tests.
+Validators are built once per name and cached: build them freely in tests. One registry
+holds both majors (their ``$id``s differ: ``.../spec/v1/...``, ``.../spec/v2/...``).
 
     openwop_validator("workflow-definition").validate(doc)
     openwop_validator("run-event-payloads#/$defs/runStarted").validate(payload)
+    openwop_validator("v2/run-snapshot").validate(run)
     a2a_validator("Task").validate(task)
 """
 
@@ -35,12 +38,17 @@ from schemas_source import Lookup, Manifest, Resolver, SchemasUnavailable
 __all__ = [
     "a2a_validator",
     "fixtures_dir",
+    "fixtures_v2_dir",
+    "group_dirs",
     "openwop_validator",
     "schemas_dir",
     "unavailable",
 ]
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
+
+#: the manifest groups whose ``openwop/`` files make up the OpenWOP registry (major 1, major 2)
+_OPENWOP_GROUPS = ("schemas", "schemas-v2")
 
 # The A2A file has no $id; this base lets its internal "#/definitions/..." refs resolve.
 _A2A_FILE = "a2a-v0.3.0.json"
@@ -80,21 +88,45 @@ def fixtures_dir() -> Path:
     return _folder("fixtures")
 
 
+def fixtures_v2_dir() -> Path:
+    """The verified fixtures the v2 suite seeds (``conformance-noop``, ``-cancellable``, ``-delay``, ``-approval``,
+    ``-failure``), in a folder of their own so tests that seed or list all of ``fixtures_dir()`` see the same set.
+    """
+    return _folder("fixtures-v2")
+
+
+def group_dirs() -> dict[str, Path]:
+    """Every manifest group's verified folder, by group name."""
+    return {name: _folder(name) for name in _resolver().lookup.manifest.groups}
+
+
 def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
 @functools.cache
+def _openwop_files() -> dict[str, Path]:
+    """Map each schema file, relative to ``openwop/`` (``v2/x.schema.json``), to its verified copy, over both majors."""
+    files: dict[str, Path] = {}
+    for group in _OPENWOP_GROUPS:
+        folder = _folder(group)
+        # the pinned (verified) files only, not whatever else a folder holds (../shared/schemas has a stale v2 file)
+        for pinned in sorted(_resolver().lookup.manifest.groups[group].files, key=lambda pinned: pinned.path):
+            relative = pinned.path.removeprefix("openwop/")
+            if relative == pinned.path:
+                continue
+            if relative in files:
+                raise ValueError(f"openwop/{relative} is pinned in more than one group; which one is meant?")
+            files[relative] = folder / pinned.path
+    return files
+
+
+@functools.cache
 def _openwop_ids() -> dict[str, str]:
     """Map each schema file, relative to ``openwop/`` (``v2/x.schema.json``), to its ``$id``."""
-    root = schemas_dir() / "openwop"
     ids: dict[str, str] = {}
-    # the pinned (verified) files only, not whatever else a folder holds
-    for pinned in sorted(_resolver().lookup.manifest.groups["schemas"].files, key=lambda pinned: pinned.path):
-        relative = pinned.path.removeprefix("openwop/")
-        if relative == pinned.path:
-            continue
-        schema_id = _read_json(root / relative).get("$id")
+    for relative, path in _openwop_files().items():
+        schema_id = _read_json(path).get("$id")
         if isinstance(schema_id, str):
             ids[relative] = schema_id
     return ids
@@ -103,9 +135,9 @@ def _openwop_ids() -> dict[str, str]:
 @functools.cache
 def _registry() -> Registry:
     """Every schema under its ``$id`` (and the A2A file under a made-up base URI)."""
-    root = schemas_dir() / "openwop"
+    files = _openwop_files()
     resources = [
-        (schema_id, Resource.from_contents(_read_json(root / relative), default_specification=DRAFT202012))
+        (schema_id, Resource.from_contents(_read_json(files[relative]), default_specification=DRAFT202012))
         for relative, schema_id in _openwop_ids().items()
     ]
     a2a = Resource.from_contents(_read_json(schemas_dir() / _A2A_FILE), default_specification=DRAFT7)
@@ -118,8 +150,8 @@ def openwop_validator(name: str) -> Validator:
     """A 2020-12 validator, formats checked, for one OpenWOP schema or a part of one.
 
     ``name`` is a file under ``openwop/`` with or without ``.schema.json``
-    (``"workflow-definition"``, ``"v2/error-envelope"``), optionally followed by a JSON
-    pointer fragment (``"run-event-payloads#/$defs/runStarted"``).
+    (``"workflow-definition"``, ``"v2/error-envelope"``, ``"v2/run-snapshot"``), optionally
+    followed by a JSON pointer fragment (``"run-event-payloads#/$defs/runStarted"``).
     """
     file, _, fragment = name.partition("#")
     if not file.endswith(".json"):

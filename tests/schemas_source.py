@@ -3,10 +3,13 @@
 The oracle files are not vendored into the repository (they belong to their upstream
 projects), yet a fresh clone must pass its own test command. ``schemas_manifest.json``
 pins every file by its upstream raw URL at a fixed commit and by its sha256, so any copy
-can be checked and a missing one can be fetched. Each group of files (``schemas``,
-``fixtures``) is looked up on its own, first match wins:
+can be checked and a missing one can be fetched. Each group of files is looked up on its
+own: ``schemas`` and ``fixtures`` (OpenWOP v1 and A2A, which ``../shared`` holds), and
+``schemas-v2`` and ``fixtures-v2`` (OpenWOP v2, which it does not, so they come from the
+cache or a download); first match wins:
 
-1. ``TETHER_SCHEMAS_DIR`` (resp. ``TETHER_FIXTURES_DIR``). Explicit: a missing folder is an
+1. The group's variable in ``ENV_DIRS``: ``TETHER_SCHEMAS_DIR``, ``TETHER_FIXTURES_DIR``,
+   ``TETHER_SCHEMAS_V2_DIR``, ``TETHER_FIXTURES_V2_DIR``. Explicit: a missing folder is an
    error, not a reason to look elsewhere. Without ``TETHER_FIXTURES_DIR``, the fixtures
    are also looked for where ``../shared`` keeps them relative to its schemas,
    ``$TETHER_SCHEMAS_DIR/../fixtures/openwop-conformance``, when that folder exists.
@@ -14,8 +17,10 @@ can be checked and a missing one can be fetched. Each group of files (``schemas`
 3. The cache, ``${XDG_CACHE_HOME:-~/.cache}/tether/schemas/<digest>/<dir>``. The digest
    is taken over the manifest's paths and hashes, so a new pin gets a new folder and the
    old one is never reused for it.
-4. A download of every manifest file into a temporary folder beside the cache, each
-   checked against its sha256, then renamed into place: the cache is whole or absent.
+4. A download of every manifest file, of every group, into a temporary folder beside the
+   cache, each checked against its sha256, then renamed into place: the cache is whole or
+   absent, so a cache folder that exists is trusted for every group (a group missing from it
+   is an error, never a second download). The group that falls through first pays for all.
    ``TETHER_SCHEMAS_BASE_URL`` replaces the manifest's ``base_url`` (a local mirror).
 
 Whichever folder is found is verified against the manifest, and a mismatch fails instead
@@ -52,7 +57,12 @@ __all__ = [
 MANIFEST_PATH = Path(__file__).resolve().with_name("schemas_manifest.json")
 
 #: the environment variable naming each group's explicit folder
-ENV_DIRS = {"schemas": "TETHER_SCHEMAS_DIR", "fixtures": "TETHER_FIXTURES_DIR"}
+ENV_DIRS = {
+    "schemas": "TETHER_SCHEMAS_DIR",
+    "fixtures": "TETHER_FIXTURES_DIR",
+    "schemas-v2": "TETHER_SCHEMAS_V2_DIR",
+    "fixtures-v2": "TETHER_FIXTURES_V2_DIR",
+}
 BASE_URL_ENV = "TETHER_SCHEMAS_BASE_URL"
 DOWNLOAD_TIMEOUT_SECONDS = 30.0
 
@@ -181,6 +191,13 @@ class Lookup:
         return self.base_url + pinned.url.removeprefix(self.manifest.base_url)
 
 
+def _enumerate(words: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``: the variables a failure message asks for, in one sentence."""
+    if len(words) < 2:
+        return "".join(words)
+    return f"{', '.join(words[:-1])} and {words[-1]}"
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -279,7 +296,7 @@ class Resolver:
 
     def _unavailable(self, group: Group, reason: str) -> SchemasUnavailable:
         manifest = self.lookup.manifest
-        variables = " and ".join(f"{ENV_DIRS[name]}" for name in manifest.groups if name in ENV_DIRS)
+        variables = _enumerate([ENV_DIRS[name] for name in manifest.groups if name in ENV_DIRS])
         if self.lookup.base_url == manifest.base_url:
             network = f"allow network access to {manifest.base_url} (or set {BASE_URL_ENV} to a mirror of it)"
         else:

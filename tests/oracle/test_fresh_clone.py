@@ -14,9 +14,10 @@ and ``PYTHONPATH`` set to the clone's ``src`` (it comes before the editable inst
 path entry, which this test checks), so the clone's code, tests, conftest and manifest
 are what run: exactly what an install of the clone would put first on the path.
 
-Only two fast modules run inside (they use both schema sets and the fixtures, and start
-no host), so this takes seconds; the inner run never includes this file, and the guard
-variable makes it skip should that change.
+Only two fast modules run inside (they use the schemas and the fixtures, and start no
+host; the session's check before them resolves every manifest group, v2 included, so every
+pinned file is downloaded), so this takes seconds; the inner run never includes this file,
+and the guard variable makes it skip should that change.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import pytest
 from mirror import Mirror, manifest_files, url_path
-from schemas import fixtures_dir, schemas_dir
+from schemas import group_dirs
 from schemas_source import Manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +63,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def pinned_files() -> dict[str, bytes]:
     """The manifest's files as this session verified them, by the path the mirror serves each at."""
-    return manifest_files(Manifest.load(), {"schemas": schemas_dir(), "fixtures": fixtures_dir()})
+    return manifest_files(Manifest.load(), group_dirs())
 
 
 @pytest.fixture

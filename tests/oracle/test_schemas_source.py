@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from mirror import Mirror, url_path
-from schemas_source import MANIFEST_PATH, Lookup, Manifest, Resolver, SchemasUnavailable
+from schemas_source import ENV_DIRS, MANIFEST_PATH, Lookup, Manifest, Resolver, SchemasUnavailable
 
 BASE = "https://pinned.invalid/"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -30,8 +30,8 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _manifest_doc(content: dict[tuple[str, str], bytes] = CONTENT) -> dict[str, Any]:
-    groups: dict[str, Any] = {name: {"dir": folder, "files": []} for name, folder in DIRS.items()}
+def _manifest_doc(content: dict[tuple[str, str], bytes] = CONTENT, dirs: dict[str, str] = DIRS) -> dict[str, Any]:
+    groups: dict[str, Any] = {name: {"dir": folder, "files": []} for name, folder in dirs.items()}
     for (name, path), data in content.items():
         url = f"{BASE}owner/repo/{COMMIT}/upstream/{path}"
         groups[name]["files"].append({"path": path, "url": url, "sha256": _sha(data)})
@@ -222,21 +222,72 @@ def test_fixtures_are_found_beside_an_explicit_schemas_folder(tmp_path: Path, mi
     assert mirror.served() == []
 
 
+def test_a_group_shared_lacks_comes_from_one_download_of_everything(tmp_path: Path) -> None:
+    """The v2 groups: ../shared holds the v1 ones only, and a folder missing a group's files is an error, not a miss.
+
+    So a group of its own, in a folder ../shared does not have, falls through to the cache. The download
+    that fills the cache takes every group (the cache is whole or absent), yet the groups ../shared holds
+    are still read from there.
+    """
+    v2_file = ("schemas-v2", "openwop/v2/thing.schema.json")
+    content = {**CONTENT, v2_file: b'{"$id": "https://openwop.dev/spec/v2/thing.schema.json"}\n'}
+    manifest = Manifest.parse(_manifest_doc(content, {**DIRS, "schemas-v2": "schemas-v2"}))
+    by_path = {(name, pinned.path): pinned for name, group in manifest.groups.items() for pinned in group.files}
+    shared = _write_group(tmp_path / "shared" / "schemas", "schemas")
+    environ = {"HOME": str(tmp_path / "home")}
+    with Mirror({url_path(manifest, by_path[key]): data for key, data in content.items()}) as mirror:
+        environ["TETHER_SCHEMAS_BASE_URL"] = mirror.base_url
+        lookup = Lookup.from_environ(environ, repo_root=tmp_path / "repo", manifest=manifest)
+        resolver = Resolver(lookup)
+
+        v2 = resolver.resolve("schemas-v2")
+        assert v2 == lookup.cache_dir / "schemas-v2"
+        assert (v2 / "openwop" / "v2" / "thing.schema.json").read_bytes() == content[v2_file]
+        assert sorted(mirror.served()) == sorted(url_path(manifest, pinned) for pinned in by_path.values())
+        assert resolver.resolve("schemas") == shared
+        assert resolver.resolve("fixtures") == lookup.cache_dir / "fixtures" / "openwop-conformance"
+        assert len(mirror.served()) == len(content)
+
+
+def test_every_group_of_the_real_manifest_has_its_own_variable(tmp_path: Path) -> None:
+    """An explicit folder can be given for each group, the v2 ones too, and it comes before everything else."""
+    manifest = Manifest.load(MANIFEST_PATH)
+    assert set(manifest.groups) <= set(ENV_DIRS)
+    assert ENV_DIRS["schemas-v2"] == "TETHER_SCHEMAS_V2_DIR" and ENV_DIRS["fixtures-v2"] == "TETHER_FIXTURES_V2_DIR"
+    environ = {"HOME": str(tmp_path / "home"), **{ENV_DIRS[name]: str(tmp_path / name) for name in manifest.groups}}
+    lookup = Lookup.from_environ(environ, repo_root=tmp_path / "repo", manifest=manifest)
+    for name in manifest.groups:
+        first = lookup.candidates[name][0]
+        assert (first.path, first.label, first.explicit) == (tmp_path / name, ENV_DIRS[name], True)
+
+
 # --- the manifest ------------------------------------------------------------------------------
 
 
 def test_the_real_manifest_pins_every_file_at_a_commit() -> None:
     manifest = Manifest.load(MANIFEST_PATH)
-    schemas = {pinned.path for pinned in manifest.groups["schemas"].files}
-    fixtures = {pinned.path for pinned in manifest.groups["fixtures"].files}
+    paths = {name: {pinned.path for pinned in group.files} for name, group in manifest.groups.items()}
+    schemas, fixtures = paths["schemas"], paths["fixtures"]
 
     assert manifest.base_url == "https://raw.githubusercontent.com/"
     assert "a2a-v0.3.0.json" in schemas and "openwop/workflow-definition.schema.json" in schemas
     assert len(fixtures) == 10 and all(name.startswith("conformance-") for name in fixtures)
+    # major 2 only in its own group: "v2/error-envelope" is one file, the one of schemas-v2
+    assert not any(path.startswith("openwop/v2/") for path in schemas)
+    assert len(paths["schemas-v2"]) == 25 and all(path.startswith("openwop/v2/") for path in paths["schemas-v2"])
+    v2_suite = {"noop", "cancellable", "delay", "approval", "failure"}
+    assert paths["fixtures-v2"] == {f"conformance-{name}.json" for name in v2_suite}
+    assert {group.dir for group in manifest.groups.values()} == {
+        "schemas",
+        "fixtures/openwop-conformance",
+        "schemas-v2",
+        "fixtures/openwop-conformance-v2",
+    }
+    upstreams = {"a2aproject/A2A", "openwop/openwop", "openwop/openwop-sdks", "openwop/openwop-app-install"}
     for group in manifest.groups.values():
         for pinned in group.files:
             owner, repo, commit, *upstream = pinned.url.removeprefix(manifest.base_url).split("/")
-            assert f"{owner}/{repo}" in {"a2aproject/A2A", "openwop/openwop", "openwop/openwop-sdks"}, pinned.url
+            assert f"{owner}/{repo}" in upstreams, pinned.url
             assert len(commit) == 40 and not commit.strip("0123456789abcdef"), pinned.url
             assert upstream[-1] == (pinned.path.rsplit("/", 1)[-1] if owner != "a2aproject" else "a2a.json")
 
