@@ -10,13 +10,24 @@ validation with 400 and the envelope). Routes declare their refusals with ``refu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.routing import BaseRoute
 
-__all__ = ["AUTHENTICATED", "JSON_BODY", "ErrorEnvelope", "answer", "event_stream", "install", "refusals"]
+__all__ = [
+    "AUTHENTICATED",
+    "JSON_BODY",
+    "ErrorEnvelope",
+    "answer",
+    "document_of",
+    "event_stream",
+    "install",
+    "refusals",
+]
 
 
 class ErrorEnvelope(BaseModel):
@@ -80,19 +91,26 @@ def event_stream(description: str, events: tuple[str, ...] | None = None) -> dic
     return answer(200, description, schema, "text/event-stream")
 
 
-def openapi_document(app: FastAPI, extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The app's document, built once: FastAPI's, less the 422 ``HTTPValidationError`` no route sends, plus
+def document_of(
+    title: str, version: str, description: str, routes: Sequence[BaseRoute], extra_paths: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """FastAPI's document of ``routes``, less the 422 ``HTTPValidationError`` no route sends, plus
     ``extra_paths``: operations answered in front of the app (an ASGI layer of their own), declared as they are."""
+    document = get_openapi(title=title, version=version, description=description, routes=routes)
+    document.setdefault("paths", {}).update(extra_paths or {})
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            _drop_invented_422(operation.get("responses", {}))
+    schemas = document.get("components", {}).get("schemas", {})
+    schemas.pop("HTTPValidationError", None)
+    schemas.pop("ValidationError", None)
+    return document
+
+
+def openapi_document(app: FastAPI, extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The app's document, built once."""
     if app.openapi_schema is None:
-        document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-        document.setdefault("paths", {}).update(extra_paths or {})
-        for operations in document.get("paths", {}).values():
-            for operation in operations.values():
-                _drop_invented_422(operation.get("responses", {}))
-        schemas = document.get("components", {}).get("schemas", {})
-        schemas.pop("HTTPValidationError", None)
-        schemas.pop("ValidationError", None)
-        app.openapi_schema = document
+        app.openapi_schema = document_of(app.title, app.version, app.description, app.routes, extra_paths)
     return app.openapi_schema
 
 
