@@ -60,6 +60,13 @@ from tether.openwop import watch as runs_watch
 from tether.openwop.callbacks import callback_projector
 from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
+from tether.openwop.v2 import control as v2_control
+from tether.openwop.v2 import events as v2_events
+from tether.openwop.v2 import interrupts as v2_interrupts
+from tether.openwop.v2 import runs as v2_runs
+from tether.openwop.v2 import webhooks as v2_webhooks
+from tether.openwop.v2.catalog import catalog_router
+from tether.openwop.versions import MajorSelection
 from tether.openwop.webhooks import webhook_fanout
 from tether.ops.health import Check, HealthEndpoints, Readiness
 from tether.ops.logs import HostLines, InfoLines
@@ -215,7 +222,9 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
             registry = await load_registry(settings, store)
             notifier = Notifier(fallback=settings.fallback_poll_seconds if store.shared else None)
             owner = host_identity(settings.data_dir)
-            egress = build_egress(settings, store, key, owner=owner, push_body=push_body)
+            egress = build_egress(
+                settings, store, key, owner=owner, push_body=push_body, webhook_body=v2_webhooks.webhook_body(settings)
+            )
             stack.push_async_callback(egress.close)
             signer = TokenSigner(key, settings.interrupt_token_ttl)
             logs = RunLogs(store, notifier, on_fanout=metrics.stream_fanout.observe)
@@ -329,10 +338,15 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
     ]
     for router in routers:
         app.include_router(router)
+    # major 2 on the unversioned paths, documented at /openapi.json (/v1/openapi.json documents major 1 only)
+    v2_routers = (v2_runs.router, v2_events.router, v2_interrupts.router, v2_control.router, v2_webhooks.router)
+    for router in (*v2_routers, catalog_router(v2_routers)):
+        app.include_router(router, include_in_schema=False)
     openapi.install(app, a2a_routes.OPENAPI_PATHS)
     app.add_middleware(TraceparentEcho)
     app.add_middleware(DateHeader)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(MajorSelection)  # outermost: a 413 names its major too
     return RpcEndpoint(app, limit=settings.max_body_bytes)  # in front of it all: A2A calls skip the REST stack
 
 

@@ -19,9 +19,13 @@ from tether import __version__
 from tether.http.openapi import answer
 from tether.openwop.surface import RestSurface, rest_of
 from tether.openwop.v2.discovery import v2_root
+from tether.openwop.v2.webhooks import webhooks_family
 from tether.openwop.versions import PREFERRED_VERSION, PROTOCOL_VERSIONS, major_of
 
 router = APIRouter(tags=["discovery"])
+
+#: the v2 root's families that the pieces serving them describe
+V2_FAMILIES = {"webhooks": lambda rest: webhooks_family(rest.settings)}
 
 
 def discovery_document(rest: RestSurface) -> dict[str, Any]:
@@ -55,7 +59,7 @@ def discovery_document(rest: RestSurface) -> dict[str, Any]:
 async def discovery(request: Request) -> Response:
     """Public: the capability families at the document root, each flag honest."""
     rest = rest_of(request)
-    doc = v2_root(rest) if major_of(request.scope) == 2 else discovery_document(rest)
+    doc = v2_root(rest, V2_FAMILIES) if major_of(request.scope) == 2 else discovery_document(rest)
     body = orjson.dumps(doc)
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     headers = {"Cache-Control": "public, max-age=60", "ETag": etag, "Vary": "OpenWOP-Version"}
