@@ -19,22 +19,31 @@ shebang.)
 When it cannot be made (no route to the package index), the tests that need it skip with
 the reason, except under CI (``CI=true``), where they fail: a CI run that silently skipped
 an interop suite would prove nothing about it (the same rule as ``pg.py``).
+
+``SidecarDriver`` runs a driver script in such an environment and speaks JSON lines with it,
+one request and one answer at a time (``sdk13_driver.py``, ``v2/owc27_driver.py``).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
+import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self
 
 import pytest
 
-__all__ = ["SidecarUnavailable", "require_sidecar", "sidecar_python"]
+__all__ = ["SidecarDriver", "SidecarUnavailable", "require_sidecar", "sidecar_python"]
 
 #: a file in a finished environment: its presence is what "built" means
 _DONE = ".tether-sidecar"
@@ -141,3 +150,99 @@ def require_sidecar(name: str, requirements: Path) -> Path:
         if os.environ.get("CI") == "true":
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
+
+
+class SidecarDriver:
+    """A driver script in a sidecar environment, spoken to in JSON lines (``with``, or ``start()``/``close()``).
+
+    Each request is ``{"id", "op", "args"}`` on the script's stdin; its answer is the next line
+    on its stdout, ``{"id", "result"}`` or ``{"id", "error"}``. ``raw`` waits for it with a
+    deadline, so a driver that hangs fails the test instead of stalling it, and one that
+    exits fails it with its stderr. ``start`` skips (fails under CI) when the environment
+    cannot be made; ``close`` ends the script at its stdin's EOF, or kills it.
+    """
+
+    def __init__(self, name: str, requirements: Path, script: Path, *, timeout: float = 60.0) -> None:
+        self.name = name
+        self.requirements = requirements
+        self.script = script
+        self.timeout = timeout
+        self.proc: subprocess.Popen[str] | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader: threading.Thread | None = None
+        #: the driver's stderr, in a file (a pipe nobody drains could fill and stall it)
+        self._stderr: IO[str] | None = None
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def start(self) -> Self:
+        python = require_sidecar(self.name, self.requirements)
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [str(python), str(self.script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            bufsize=1,
+        )
+        self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
+        self._reader.start()
+        return self
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        assert proc.stdin is not None
+        try:
+            proc.stdin.close()
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        finally:
+            if self._reader is not None:
+                self._reader.join(10)  # it ends at the driver's EOF
+            if proc.stdout is not None:
+                proc.stdout.close()
+            if self._stderr is not None:
+                self._stderr.close()
+                self._stderr = None
+
+    def stderr(self) -> str:
+        """What the driver has written to stderr so far."""
+        if self._stderr is None:
+            return ""
+        self._stderr.flush()
+        self._stderr.seek(0)
+        return self._stderr.read()
+
+    def raw(self, op: str, *, timeout: float | None = None, **args: Any) -> dict[str, Any]:
+        """The driver's whole answer to one request."""
+        assert self.proc is not None and self.proc.stdin is not None, "not started"
+        with self._lock:
+            request_id = next(self._ids)
+            self.proc.stdin.write(json.dumps({"id": request_id, "op": op, "args": args}) + "\n")
+            self.proc.stdin.flush()
+            try:
+                line = self._lines.get(timeout=timeout or self.timeout)
+            except queue.Empty:
+                raise AssertionError(f"the {self.name} driver did not answer {op} in time") from None
+            if line is None:
+                raise AssertionError(f"the {self.name} driver exited during {op}:\n{self.stderr()}")
+        answer: dict[str, Any] = json.loads(line)
+        assert answer["id"] == request_id
+        return answer
