@@ -475,7 +475,7 @@ def test_webhooks_register_deliver_dead_letter_and_unregister(owc: Owc27, rx: Re
     ok_path, fail_path = f"/ok/{uuid.uuid4().hex}", f"/fail/{uuid.uuid4().hex}"
     hook = owc.call("webhooks_register", body={"url": rx.url(ok_path), "events": ["run.completed"], "tags": ["hooked"]})
     assert BOUND.fullmatch(hook["subscriptionId"]) and hook["subscriptionId"].startswith("default/wh_"), hook
-    assert hook["url"] == rx.url(ok_path) and hook["createdAt"]
+    assert hook["url"] == rx.url(ok_path) and hook["createdAt"] and hook["eventTypes"] == ["run.completed"]
     assert re.fullmatch(r"[0-9a-f]{64}", hook["secret"]), "a secret made by the host, shown once"
     failing = owc.call(
         "webhooks_register", body={"url": broken.url(fail_path), "events": ["run.completed"], "tags": ["hooked"]}

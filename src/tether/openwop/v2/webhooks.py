@@ -198,12 +198,13 @@ async def register_webhook(request: Request, principal: Principal = Depends(requ
         )
     )
     bound = bind(principal.tenant, webhook_id)
-    # webhookId is the spec's answer; subscriptionId, url and createdAt are what openwop-client 2.7.0 reads
+    # webhookId is the spec's answer; subscriptionId, url, eventTypes and createdAt are what openwop-client 2.7.0 reads
     answer: dict[str, Any] = {
         "webhookId": bound,
         "subscriptionId": bound,
         "url": body.url,
         "events": list(body.events),
+        "eventTypes": list(body.events),
         "createdAt": now,
     }
     if body.secret is None:
