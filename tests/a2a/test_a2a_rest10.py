@@ -31,7 +31,7 @@ def _ok(response: httpx.Response, type_name: str) -> Any:
 
 def _refused(response: httpx.Response, status: int, reason: str) -> dict[str, Any]:
     assert response.status_code == status, response.text
-    assert response.headers["content-type"] == MEDIA
+    assert response.headers["content-type"] == "application/json"  # a google.rpc.Status, not an A2A object
     error: dict[str, Any] = response.json()["error"]
     assert error["code"] == status and error["message"]
     info = error["details"][0]
@@ -122,7 +122,7 @@ def test_refusals_use_the_binding_status_table(host: Host, http: httpx.Client, o
     assert version["details"][0]["metadata"]["requestedVersion"] == "99.0"
     _refused(http.get(f"{REST}/tasks/{unknown}"), 400, "VERSION_NOT_SUPPORTED")  # no header is 0.3: not served here
     typed = http.post(f"{REST}/message:send", headers={**V10, "content-type": "text/plain"}, content=b'{"message": {}}')
-    _refused(typed, 400, "CONTENT_TYPE_NOT_SUPPORTED")
+    _refused(typed, 415, "CONTENT_TYPE_NOT_SUPPORTED")
     _refused(http.post(f"{REST}/message:send", headers=V10, json={"message": {"parts": []}}), 400, "INVALID_PARAMS")
     _refused(http.get(f"{REST}/tasks", headers=V10, params={"pageSize": "many"}), 400, "INVALID_PARAMS")
     _refused(http.get(f"{REST}/nowhere", headers=V10), 404, "METHOD_NOT_FOUND")

@@ -1,4 +1,4 @@
-"""``POST /v1/a2a``, the JSON-RPC endpoint, served straight from ASGI.
+"""``POST /v1/a2a`` (``/v1/a2a/`` too), the JSON-RPC endpoint, served straight from ASGI.
 
 Every A2A call arrives here, so it skips the REST stack (routing, dependencies, three
 response wrappers) and does their work itself, once: the body limit, the ``Date``
@@ -73,6 +73,9 @@ log = logging.getLogger("tether.a2a")
 
 _JSON = (b"content-type", b"application/json")
 _REST_PREFIX = REST_PATH + "/"
+#: the JSON-RPC endpoint, also with a trailing slash: httpx (the a2a-tck's client among others) joins "/" onto the
+#: card's url, and a redirect to the bare path would make clients resend without the body or not at all
+_RPC_PATHS = frozenset({RPC_PATH, RPC_PATH + "/"})
 #: 0.3 method → its 1.0 name (what a refusal suggests)
 _RENAMED = {
     "message/send": "SendMessage",
@@ -171,9 +174,11 @@ class RpcEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        rest = scope["type"] == "http" and path.startswith(_REST_PREFIX)
-        if not rest and (scope["type"] != "http" or path != RPC_PATH or scope["method"] != "POST"):
-            if scope["type"] == "http" and path == RPC_PATH:
+        http = scope["type"] == "http"
+        rest = http and path.startswith(_REST_PREFIX)
+        rpc = http and path in _RPC_PATHS
+        if not rest and not (rpc and scope["method"] == "POST"):
+            if rpc:
                 await self._not_allowed(scope, receive, send)
                 return
             await self.app(scope, receive, send)
@@ -255,7 +260,6 @@ class RpcEndpoint:
     ) -> None:
         """One request of the 1.0 HTTP+JSON binding: a route, its method, a bare answer or a stream."""
         verb = scope["method"]
-        media = (b"content-type", rest10.MEDIA_TYPE.encode())
         try:
             version = negotiate(head.version, _query_version(scope), a2a.capabilities.accepted)
             if version.is_legacy:
@@ -263,8 +267,8 @@ class RpcEndpoint:
                 raise VersionNotSupported(head.version or "0.3 (no A2A-Version)", served)
         except VersionNotSupported as refused:
             error = _version_error(refused, "this HTTP+JSON binding serves A2A 1.0 only: send A2A-Version: 1.0")
-            status, answer, extra = rest10.status_error(error)
-            await self._send(send, head.trace, status, answer, extra=[media, *extra])
+            status, answer, headers = rest10.status_error(error)
+            await self._send(send, head.trace, status, answer, extra=headers)
             return
         stamp = (b"a2a-version", version.value.encode())
         methods = self._codecs(a2a)[version]
@@ -279,33 +283,34 @@ class RpcEndpoint:
                 raise Forbidden(f"this API key lacks the scope {needed!r} that {routed.route.method} needs")
             outcome = await method.run(Call(principal, params, version, head.last_event_id))
         except RpcError as error:
-            status, answer, extra = rest10.status_error(error)
-            await self._send(send, head.trace, status, answer, extra=[media, stamp, *extra])
+            status, answer, headers = rest10.status_error(error)
+            await self._send(send, head.trace, status, answer, extra=[*headers, stamp])
             return
         except TetherError as exc:
             if exc.status in (401, 403):
                 await self._rest_auth_refusal(send, head.trace, exc, stamp)
                 return
-            status, answer, extra = rest10.status_error(rpc_error_from(exc))
-            await self._send(send, head.trace, status, answer, extra=[media, stamp, *extra])
+            status, answer, headers = rest10.status_error(rpc_error_from(exc))
+            await self._send(send, head.trace, status, answer, extra=[*headers, stamp])
             return
         except Exception:
             correlation = new_id("err_")
             log.exception("A2A %s %s failed [%s]", verb, scope["path"], correlation)
             failed = InternalError(f"the host failed to handle {verb} {scope['path']} (correlation id {correlation})")
-            status, answer, extra = rest10.status_error(failed)
-            await self._send(send, head.trace, status, answer, extra=[media, stamp, *extra])
+            status, answer, headers = rest10.status_error(failed)
+            await self._send(send, head.trace, status, answer, extra=[*headers, stamp])
             return
         if isinstance(outcome, Stream):
             await self._stream(receive, send, head.trace, sse(_REST_FRAMING, outcome.frames), stamp)
             return
+        media = (b"content-type", rest10.MEDIA_TYPE.encode())
         await self._send(send, head.trace, 200, orjson.dumps(outcome), extra=[media, stamp])
 
     async def _rest_auth_refusal(
         self, send: Send, trace: bytes | None, exc: TetherError, *extra: tuple[bytes, bytes]
     ) -> None:
         """A 401 or 403 of the HTTP+JSON binding, in its own error shape (a 401 says how to authenticate)."""
-        headers = [(b"content-type", rest10.MEDIA_TYPE.encode()), *extra]
+        headers = [(b"content-type", rest10.ERROR_MEDIA_TYPE.encode()), *extra]
         if exc.status == 401:
             headers.append((b"www-authenticate", b'Bearer realm="tether"'))
         await self._send(send, trace, exc.status, rest10.auth_error(exc.status, exc.message), extra=headers)

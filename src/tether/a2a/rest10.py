@@ -4,8 +4,10 @@ Each route is one of the 1.0 methods of :mod:`tether.a2a.rpc10`: the path, query
 become that method's ProtoJSON params, and its answer is sent bare (no JSON-RPC envelope)
 as ``application/a2a+json``; streams are server-sent events whose ``data:`` is a bare
 ``StreamResponse``. Errors are ``google.rpc.Status``-shaped bodies with the 1.0 status
-table (:meth:`tether.a2a.jsonrpc.RpcError.status_body`). Every route also answers under a
-``/{tenant}`` prefix, whose value becomes the request's ``tenant``.
+table (:meth:`tether.a2a.jsonrpc.RpcError.status_body`), as ``application/json``
+(:data:`ERROR_MEDIA_TYPE`). Every route also answers under a ``/{tenant}`` prefix, whose
+value becomes the request's ``tenant``, and with a trailing slash, as clients that join
+paths onto a base URL send it.
 """
 
 from __future__ import annotations
@@ -27,9 +29,25 @@ from tether.a2a.jsonrpc import (
 )
 from tether.types import INT32_MAX
 
-__all__ = ["MEDIA_TYPE", "NotAllowed", "Route", "Routed", "auth_error", "match", "params_of", "status_error"]
+__all__ = [
+    "ERROR_MEDIA_TYPE",
+    "MEDIA_TYPE",
+    "BodyTypeNotSupported",
+    "NotAllowed",
+    "Route",
+    "Routed",
+    "auth_error",
+    "match",
+    "params_of",
+    "status_error",
+]
 
+#: the media type of an answer: the one A2A registers for this binding (§14.1; v1.0.1 §11.1 says SHOULD)
 MEDIA_TYPE = "application/a2a+json"
+#: the media type of an error: the body is a ``google.rpc.Status`` (AIP-193), not an A2A object, and A2A 1.0.0
+#: §11.1 and §11.6 give ``application/json`` (the a2a-tck checks it, HTTP_JSON-ERR-001; a2a-sdk answers so)
+ERROR_MEDIA_TYPE = "application/json"
+_ERROR_TYPE = (b"content-type", ERROR_MEDIA_TYPE.encode())
 _BODY_TYPES = ("application/a2a+json", "application/json")
 #: query parameters that are numbers or flags in the proto (the rest are strings)
 _INTS = frozenset({"historyLength", "pageSize"})
@@ -95,6 +113,15 @@ class NotAllowed(RpcError):
         self.allowed = allowed
 
 
+class BodyTypeNotSupported(ContentTypeNotSupported):
+    """The request body is not in a media type this binding reads: HTTP 415, as HTTP defines it for exactly
+    this (RFC 9110 §15.5.16) and A2A 1.0.0's table gives ContentTypeNotSupportedError; the ErrorInfo reason
+    stays CONTENT_TYPE_NOT_SUPPORTED. A message *part* of a media type the agent does not take keeps the
+    status table's 400 (its class's)."""
+
+    http_status = 415
+
+
 def _find(verb: str, path: str) -> Routed | None | tuple[str, ...]:
     allowed: tuple[str, ...] = ()
     for route in ROUTES:
@@ -118,6 +145,8 @@ def match(verb: str, path: str) -> Routed:
     NotAllowed
         A route has the path, for other verbs (HTTP 405).
     """
+    if len(path) > 1 and path.endswith("/"):  # "/tasks/" is "/tasks": no route ends in a slash
+        path = path[:-1]
     found = _find(verb, path)
     if found is None and path.count("/") >= 2:
         tenant, _, rest = path[1:].partition("/")
@@ -163,7 +192,7 @@ def _body(raw: bytes, content_type: str | None) -> dict[str, Any]:
         return {}
     media = (content_type or "").split(";")[0].strip().lower()
     if media not in _BODY_TYPES:
-        raise ContentTypeNotSupported(
+        raise BodyTypeNotSupported(
             f"the body must be {MEDIA_TYPE} (or application/json), not {quote(media or 'untyped')}",
             data={"contentType": media},
         )
@@ -188,8 +217,8 @@ def params_of(routed: Routed, query: bytes, body: bytes, content_type: str | Non
 
 
 def status_error(error: RpcError) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
-    """An error as this binding answers it: status, ``google.rpc.Status`` body, extra headers."""
-    headers: list[tuple[bytes, bytes]] = []
+    """An error as this binding answers it: status, ``google.rpc.Status`` body, headers (its content type first)."""
+    headers = [_ERROR_TYPE]
     if isinstance(error, NotAllowed):
         headers.append((b"allow", ", ".join(error.allowed).encode()))
     return error.http_status, orjson.dumps(error.status_body()), headers
