@@ -16,7 +16,16 @@ from store_records import NOW, claim, event, push_config, run_row, webhook
 
 from tether.store import _records
 from tether.store._records import RECORD_MAPS, RecordMap
-from tether.store.base import CredentialRow, DeliveryRow, KeyRow, TaskMessage, TaskRecord, WorkflowRow
+from tether.store.base import (
+    BlobRow,
+    CredentialRow,
+    DeliveryRow,
+    KeyRow,
+    RunBlob,
+    TaskMessage,
+    TaskRecord,
+    WorkflowRow,
+)
 from tether.store.postgres._driver import Q as POSTGRES_Q
 from tether.store.sqlite._driver import Q as SQLITE_Q
 
@@ -30,6 +39,8 @@ SAMPLES: dict[str, Any] = {
     "a2a_messages": TaskMessage("run_1", "m1", {"text": "hi"}, NOW),
     "push_configs": push_config("run_1", "cfg_1"),
     "webhooks": webhook("wh_1", events=["run.completed"], tags=["blue"]),
+    "blobs": BlobRow("sha256:" + "0" * 64, 3, NOW, b"abc"),
+    "run_blobs": RunBlob("run_1", "sha256:" + "0" * 64),
     "outbound_credentials": CredentialRow("peer-b", "https://b.example:8443", "Bearer", b"sealed", "f" * 16, NOW),
     "outbox": DeliveryRow(
         "dlv_1",

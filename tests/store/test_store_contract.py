@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from typing import Any
 
 import orjson
 import pytest
@@ -26,6 +27,7 @@ from store_records import (
 )
 
 from tether.errors import Conflict, SequenceConflict, StoreUnavailable
+from tether.files import Blob
 from tether.ids import new_id
 from tether.store.base import (
     Commit,
@@ -766,3 +768,53 @@ async def test_a_setting_is_claimed_once(store: Store) -> None:
     assert await store.claim_setting("host_key_fingerprint", "first") == "first"
     assert await store.claim_setting("host_key_fingerprint", "second") == "first", "the first value stays"
     assert await store.claim_setting("other", "x") == "x"
+
+
+# file bytes ---------------------------------------------------------------------------------------
+
+
+def _blob(text: str) -> Blob:
+    return Blob.of(text.encode())
+
+
+async def _committed_with(store: Store, *blobs: Blob, run_id: str | None = None, **fields: Any) -> RunRow:
+    run = run_row(run_id or new_id("run_"), **fields)
+    await store.commit(Commit(run, [event(run.run_id, 0)], None, blobs=list(blobs)))
+    return run
+
+
+async def test_file_bytes_are_committed_with_the_run_and_read_only_through_it(store: Store) -> None:
+    report, photo = _blob("the Q3 report"), _blob("a photo")
+    run = await _committed_with(store, report, photo, report)  # the same bytes twice: one blob
+    other = await _committed_with(store, photo)
+    found = await store.read_blobs(run.run_id, [report.digest, photo.digest, _blob("never").digest])
+    assert found == {report.digest: report.data, photo.digest: photo.data}
+    assert await store.read_blobs(other.run_id, [report.digest, photo.digest]) == {photo.digest: photo.data}, (
+        "a run reads only the blobs linked to it, even by a digest it somehow holds"
+    )
+    assert await store.read_blobs(run.run_id, []) == {}
+    moved, _ = await advance(store, run)  # a later commit that links a blob again changes nothing
+    await store.commit(Commit(run_row(run.run_id, last_sequence=2), [event(run.run_id, 2)], 1, blobs=[report]))
+    assert (await store.read_blobs(moved.run_id, [report.digest]))[report.digest] == report.data
+
+
+async def test_a_refused_commit_stores_no_file_bytes(store: Store) -> None:
+    run = await _committed_with(store)
+    stale = Commit(run_row(run.run_id, last_sequence=1), [event(run.run_id, 1)], -1, blobs=[_blob("late")])
+    with pytest.raises(SequenceConflict):
+        await store.commit(stale)
+    assert await store.read_blobs(run.run_id, [_blob("late").digest]) == {}
+
+
+async def test_a_purge_takes_the_blobs_only_its_runs_refer_to(store: Store) -> None:
+    shared, own, live = _blob("shared"), _blob("own"), _blob("live")
+    ended = await _committed_with(store, shared, own, status="completed")
+    kept = await _committed_with(store, shared, status="completed", updated_at=at(100))
+    running = await _committed_with(store, live)
+    assert await store.purge_runs(at(50), 10) == [ended.run_id]
+    assert await store.read_blobs(ended.run_id, [shared.digest, own.digest]) == {}
+    assert await store.read_blobs(kept.run_id, [shared.digest]) == {shared.digest: shared.data}
+    assert await store.purge_runs(at(200), 10) == [kept.run_id], "the running run is never purged"
+    assert await store.read_blobs(running.run_id, [live.digest]) == {live.digest: live.data}
+    again = await _committed_with(store, shared)  # the same bytes after every run that had them went
+    assert await store.read_blobs(again.run_id, [shared.digest]) == {shared.digest: shared.data}

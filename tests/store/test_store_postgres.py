@@ -344,6 +344,8 @@ READ_WHOLE = {
     "purge_runs",
     "purge_deliveries",
     "purge_push_configs",
+    "lock_purged_blobs",
+    "purge_blobs",
 }
 _DML = re.compile(r"^\s*(WITH|SELECT|INSERT|UPDATE|DELETE)\b", re.IGNORECASE | re.MULTILINE)
 

@@ -26,12 +26,14 @@ from typing import Any, Final, Generic, Literal, TypeVar
 import orjson
 
 from tether.store.base import (
+    BlobRow,
     CredentialRow,
     DeliveryRow,
     EventRow,
     IdempotencyRecord,
     KeyRow,
     PushConfigRow,
+    RunBlob,
     RunRow,
     TaskMessage,
     TaskRecord,
@@ -40,6 +42,7 @@ from tether.store.base import (
 )
 
 __all__ = [
+    "BLOB",
     "CREDENTIAL",
     "DELIVERY",
     "EVENT",
@@ -49,6 +52,7 @@ __all__ = [
     "PUSH_CONFIG",
     "RECORD_MAPS",
     "RUN",
+    "RUN_BLOB",
     "TASK",
     "WEBHOOK",
     "WORKFLOW",
@@ -172,6 +176,8 @@ PUSH_CONFIG: Final = RecordMap(PushConfigRow, "push_configs", {"auth_schemes": "
 WEBHOOK: Final = RecordMap(WebhookRow, "webhooks", {"events": "json_text", "tags": "json_text", "secret": "bytes"})
 DELIVERY: Final = RecordMap(DeliveryRow, "outbox", {"body": "bytes", "final": "flag"})
 CREDENTIAL: Final = RecordMap(CredentialRow, "outbound_credentials", {"secret": "bytes"})
+BLOB: Final = RecordMap(BlobRow, "blobs", {"data": "bytes"})
+RUN_BLOB: Final = RecordMap(RunBlob, "run_blobs")
 
 #: every map, for the tests that hold them against both schemas
 RECORD_MAPS: Final[tuple[RecordMap[Any], ...]] = (
@@ -186,4 +192,6 @@ RECORD_MAPS: Final[tuple[RecordMap[Any], ...]] = (
     WEBHOOK,
     DELIVERY,
     CREDENTIAL,
+    BLOB,
+    RUN_BLOB,
 )

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from tether.files import Blob
 from tether.run_state import RunSnapshot
 from tether.types import TERMINAL, RunStatus
 
@@ -132,6 +133,28 @@ class TaskMessage:
 
 
 @dataclass(slots=True)
+class BlobRow:
+    """A file's bytes as stored: once per content (``digest``, see :mod:`tether.files`).
+
+    The small columns come first: a row's bytes may span many pages, and what follows them
+    would be read only after them.
+    """
+
+    digest: str
+    size: int
+    created_at: str
+    data: bytes
+
+
+@dataclass(slots=True)
+class RunBlob:
+    """A run refers to a blob: what keeps the blob, and what lets the run (only) read it."""
+
+    run_id: str
+    digest: str
+
+
+@dataclass(slots=True)
 class Fanout:
     """Enqueue one delivery per matching subscriber, in the transaction that causes it.
 
@@ -247,6 +270,9 @@ class Commit:
     extras: list[Extra] = field(default_factory=list)
     #: (owner, epoch) of the execution lease this write is made under; a lost lease refuses it
     fence: tuple[str, int] | None = None
+    #: the bytes of file parts this commit's events or messages refer to: stored (once per content)
+    #: and linked to the run in the same transaction, so an acknowledged file is never lost
+    blobs: list[Blob] = field(default_factory=list)
 
 
 class LeaseLost(Exception):
@@ -360,6 +386,16 @@ class Store(Protocol):
         """A task's record, its run and (with ``history``) its messages, read in one go."""
         ...
 
+    # file bytes
+
+    async def read_blobs(self, run_id: str, digests: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of those of ``digests`` that run ``run_id`` refers to, by digest.
+
+        Only a run's own blobs are read: a reference that found its way into a run's data
+        without the run's commit linking it (typed into a data part, say) reads as missing.
+        """
+        ...
+
     # retention
 
     async def purge_runs(
@@ -367,7 +403,8 @@ class Store(Protocol):
     ) -> list[str]:
         """Delete up to ``limit`` runs that ended before ``before`` (ISO UTC), oldest first, with
         everything kept for them (events, task record, history, push configs, deliveries, the
-        idempotency claims that started them, the lease); their ids.
+        idempotency claims that started them, the lease, the file bytes no other run refers to);
+        their ids.
 
         A run that has not ended, still has a delivery pending, or has a dead letter that died
         at or after ``before`` (it stays readable that long), is never taken. ``tenant``

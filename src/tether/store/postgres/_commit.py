@@ -7,6 +7,7 @@ transaction then rolls back whole: a refused commit writes nothing.
 from __future__ import annotations
 
 from tether.errors import Conflict, StoreUnavailable
+from tether.files import Blob
 from tether.ids import new_id
 from tether.store._records import IDEMPOTENCY, MESSAGE, PUSH_CONFIG, TASK, WEBHOOK
 from tether.store.base import (
@@ -39,6 +40,20 @@ async def claim_idempotency(conn: asyncpg.Connection, claim: IdempotencyRecord) 
     if existing is None:  # DO NOTHING only yields to a committed claim, and claims are never deleted
         raise StoreUnavailable(f"idempotency key {claim.scope}:{claim.key} is claimed but unreadable")
     raise IdempotencyClaimed(existing)
+
+
+async def write_blobs(conn: asyncpg.Connection, run_id: str, blobs: list[Blob], now: str) -> None:
+    """Store a commit's file bytes and link them to its run (each content once: a statement
+    that updated the same row twice would fail)."""
+    unique = {blob.digest: blob for blob in blobs}
+    await conn.execute(
+        Q["insert_blobs"],
+        list(unique),
+        [blob.size for blob in unique.values()],
+        [blob.data for blob in unique.values()],
+        now,
+        run_id,
+    )
 
 
 async def write_extra(conn: asyncpg.Connection, extra: Extra, now: str, webhooks: Webhooks) -> int:

@@ -63,8 +63,11 @@ class Rows:
     @classmethod
     def of(cls, commit: Commit) -> Rows | None:
         """The commit's rows; None when it registers a push config (a write its fan-out must
-        then see) or calls a run's ``callbackUrl`` back (a delivery to enqueue, whose place in
-        its stream is decided by reading the outbox after the run is locked)."""
+        then see), calls a run's ``callbackUrl`` back (a delivery to enqueue, whose place in
+        its stream is decided by reading the outbox after the run is locked) or stores file
+        bytes (rare, and each of them megabytes: not worth an array of the statement)."""
+        if commit.blobs:
+            return None
         run_id = commit.run.run_id
         tasks: list[list[Any]] = []
         messages: list[list[Any]] = []

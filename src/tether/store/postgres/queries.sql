@@ -573,3 +573,43 @@ DELETE FROM run_leases WHERE run_id = ANY($1::text[]);
 
 -- name: purge_runs
 DELETE FROM runs WHERE run_id = ANY($1::text[]);
+
+-- file bytes ---------------------------------------------------------------------------------
+
+-- name: insert_blobs
+-- Store a commit's file bytes ($1 digests, $2 sizes, $3 data; $4 created_at), once per content,
+-- and link them to its run ($5). A blob stored already is locked, not rewritten (the update
+-- leaves its bytes where they are): a purge deciding to delete it waits for this commit and
+-- then sees its link (purge_blobs). Locked in digest order, as the purge locks them.
+WITH stored AS (
+    INSERT INTO blobs (digest, size, created_at, data)
+    SELECT b.digest, b.size, $4::text, b.data FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS b(digest, size, data)
+    ORDER BY b.digest
+    ON CONFLICT (digest) DO UPDATE SET size = excluded.size
+)
+INSERT INTO run_blobs (run_id, digest)
+SELECT $5::text, digest FROM unnest($1::text[]) AS digest
+ON CONFLICT DO NOTHING;
+
+-- name: read_blobs
+-- The bytes of those of the blobs $2 (digests) that run $1 is linked to.
+SELECT b.digest, b.data FROM run_blobs l JOIN blobs b ON b.digest = l.digest
+WHERE l.run_id = $1 AND l.digest = ANY($2::text[]);
+
+-- name: lock_purged_blobs
+-- Before purge_blobs: lock the blobs the runs $1 are linked to, in digest order, so that a
+-- commit linking one of them meanwhile either has committed (purge_blobs, a statement of its
+-- own, then sees its link) or waits for the purge and stores the blob again.
+SELECT b.digest FROM blobs b
+WHERE b.digest IN (SELECT l.digest FROM run_blobs l WHERE l.run_id = ANY($1::text[]))
+ORDER BY b.digest
+FOR UPDATE OF b;
+
+-- name: purge_blobs
+-- The blobs the runs $1 are linked to that no other run is (before the links go).
+DELETE FROM blobs b
+WHERE b.digest IN (SELECT l.digest FROM run_blobs l WHERE l.run_id = ANY($1::text[]))
+  AND NOT EXISTS (SELECT 1 FROM run_blobs o WHERE o.digest = b.digest AND o.run_id <> ALL($1::text[]));
+
+-- name: purge_run_blobs
+DELETE FROM run_blobs WHERE run_id = ANY($1::text[]);

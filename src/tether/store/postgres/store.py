@@ -47,7 +47,7 @@ from tether.store.base import (
     WebhookRow,
     WorkflowRow,
 )
-from tether.store.postgres._commit import Webhooks, claim_idempotency, write_extra
+from tether.store.postgres._commit import Webhooks, claim_idempotency, write_blobs, write_extra
 from tether.store.postgres._driver import Q, as_record, as_records, asyncpg, rows_affected, store_errors
 from tether.store.postgres._group_commit import GroupCommit, Outcome, Rows, write_group
 from tether.store.postgres._listen import Listener, Notifier
@@ -80,6 +80,9 @@ _PURGES = (
     Q["purge_deliveries"],
     Q["purge_idempotency"],
     Q["purge_leases"],
+    Q["lock_purged_blobs"],
+    Q["purge_blobs"],
+    Q["purge_run_blobs"],
     Q["purge_runs"],
 )
 
@@ -257,6 +260,8 @@ class PostgresStore:
                     [e.sequence for e in commit.events],
                     [e.doc_json for e in commit.events],
                 )
+            if commit.blobs:
+                await write_blobs(conn, run.run_id, commit.blobs, run.updated_at)
             enqueued = 0
             webhooks: Webhooks = {}
             for extra in commit.extras:
@@ -364,6 +369,11 @@ class PostgresStore:
         if entry is None or entry.run.tenant != tenant or entry.record.tenant != tenant:
             return None
         return entry.record, entry.run, list(entry.history) if history else None
+
+    async def read_blobs(self, run_id: str, digests: Sequence[str]) -> dict[str, bytes]:
+        if not digests:
+            return {}
+        return {str(r[0]): bytes(r[1]) for r in await self._fetch("read_blobs", run_id, list(digests))}
 
     async def _current_tasks(self, task_ids: list[str], held: list[int]) -> list[Any]:
         async with self._connection("reading") as conn:

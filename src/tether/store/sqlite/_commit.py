@@ -22,12 +22,14 @@ from tether.errors import Conflict, SequenceConflict, StoreUnavailable
 from tether.ids import new_id
 from tether.store import _records
 from tether.store.base import (
+    BlobRow,
     Commit,
     DeliveryRow,
     Fanout,
     IdempotencyClaimed,
     LeaseLost,
     PushConfigRow,
+    RunBlob,
     TaskMessage,
     TaskRecord,
     WebhookRow,
@@ -53,11 +55,12 @@ def forget_webhooks(tenant: str | None = None) -> None:
 class CommitJob:
     """One commit as the writer writes it: its rows by table, and what it must do in the transaction.
 
-    The rows that need no reading (the new run, its events, the task record and messages)
-    are laid out here, in the event loop; push configs and fan-outs wait for the writer,
-    because they write through a statement or read the subscribers. ``may_match`` says of a
-    fan-out whether a subscriber may be there for it: the others are left out, and the
-    body of each one kept is rendered here (a job holds no callables).
+    The rows that need no reading (the new run, its events, the task record and messages,
+    the file bytes and their links to the run) are laid out here, in the event loop; push
+    configs and fan-outs wait for the writer, because they write through a statement or read
+    the subscribers. ``may_match`` says of a fan-out whether a subscriber may be there for
+    it: the others are left out, and the body of each one kept is rendered here (a job holds
+    no callables).
     """
 
     __slots__ = (
@@ -99,6 +102,9 @@ class CommitJob:
             }
         for event in commit.events:
             rows.add(_inserts.EVENTS, _records.EVENT.values(event))
+        for blob in commit.blobs:
+            rows.add(_inserts.BLOBS, _records.BLOB.values(BlobRow(blob.digest, blob.size, run.updated_at, blob.data)))
+            rows.add(_inserts.RUN_BLOBS, _records.RUN_BLOB.values(RunBlob(run.run_id, blob.digest)))
         message_task, message_ids = "", list[str]()
         self._later: list[PushConfigRow | Fanout] = []  # written by the writer: they read, or must be read
         # A push config can only be set on a task that exists: the task of a run this commit

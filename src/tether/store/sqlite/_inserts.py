@@ -68,9 +68,12 @@ TASKS = Table.of(
 )
 MESSAGES = Table.of(_records.MESSAGE)
 OUTBOX = Table.of(_records.DELIVERY)
+#: a blob is stored once per content, whichever commit brings it first; a run links it once
+BLOBS = Table.of(_records.BLOB, "ON CONFLICT (digest) DO NOTHING")
+RUN_BLOBS = Table.of(_records.RUN_BLOB, "ON CONFLICT DO NOTHING")
 #: the order tables are written in (the schema has no foreign keys; this is the order a
 #: single commit always used)
-ORDER = (IDEMPOTENCY, RUNS, EVENTS, TASKS, MESSAGES, OUTBOX)
+ORDER = (IDEMPOTENCY, RUNS, EVENTS, TASKS, MESSAGES, OUTBOX, BLOBS, RUN_BLOBS)
 _BY_NAME = {table.name: table for table in ORDER}
 
 

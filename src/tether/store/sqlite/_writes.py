@@ -28,6 +28,8 @@ _PURGES = (
     Q["purge_deliveries"],
     Q["purge_idempotency"],
     Q["purge_leases"],
+    Q["purge_blobs"],
+    Q["purge_run_blobs"],
     Q["purge_runs"],
 )
 

@@ -284,3 +284,22 @@ SELECT delivery_id, tenant, kind, target_id, stream_key, run_id, sequence, url, 
        next_attempt_at, last_error, created_at, updated_at FROM outbox
 WHERE status = 'dead' AND target_id = ?2 AND tenant = ?1 AND (?3 IS NULL OR delivery_id < ?3)
 ORDER BY delivery_id DESC LIMIT ?4;
+
+-- file bytes ---------------------------------------------------------------------------------
+
+-- name: read_blobs
+-- The bytes of those of the blobs ?2 (digests, a JSON array) that run ?1 is linked to.
+SELECT b.digest, b.data FROM run_blobs l JOIN blobs b ON b.digest = l.digest
+WHERE l.run_id = ?1 AND l.digest IN (SELECT value FROM json_each(?2));
+
+-- name: purge_blobs
+-- The blobs the runs ?1 (a JSON array) are linked to that no other run is: deleted before the
+-- links (purge_run_blobs). Whatever writes a new link writes the blob with it, in the writer's
+-- next transaction, so a blob is never taken from under a run that refers to it.
+DELETE FROM blobs
+WHERE digest IN (SELECT l.digest FROM run_blobs l WHERE l.run_id IN (SELECT value FROM json_each(?1)))
+  AND NOT EXISTS (SELECT 1 FROM run_blobs o
+                  WHERE o.digest = blobs.digest AND o.run_id NOT IN (SELECT value FROM json_each(?1)));
+
+-- name: purge_run_blobs
+DELETE FROM run_blobs WHERE run_id IN (SELECT value FROM json_each(?));

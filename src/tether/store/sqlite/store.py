@@ -343,6 +343,18 @@ class SqliteStore:
 
         return await self._read(read)
 
+    # file bytes --------------------------------------------------------------------------
+
+    async def read_blobs(self, run_id: str, digests: Sequence[str]) -> dict[str, bytes]:
+        if not digests:
+            return {}
+        listed = orjson.dumps(list(digests)).decode()
+
+        def read(conn: sqlite3.Connection) -> dict[str, bytes]:
+            return {str(r[0]): bytes(r[1]) for r in conn.execute(Q["read_blobs"], (run_id, listed))}
+
+        return await self._read(read)
+
     # push configs ------------------------------------------------------------------------
 
     async def put_push_config(self, row: PushConfigRow) -> None:
