@@ -163,6 +163,7 @@ def pair(
     yield one, two, key
 
 
+@pytest.mark.parametrize("backend", ["postgres"])  # only PostgreSQL: SQLite is one host's store by design
 def test_another_host_does_not_take_a_paused_run_over(pair: tuple[HostProcess, HostProcess, str]) -> None:
     one, two, key = pair
     on_one, on_two = Runs(one, key), Runs(two, key)
