@@ -145,3 +145,27 @@ def test_http_json_errors_are_application_json_and_answers_application_a2a_json(
 
     answered = http.get(f"{REST}/tasks", headers=V10)
     assert answered.status_code == 200 and answered.headers["content-type"] == "application/a2a+json"
+
+
+def test_a_1_0_jsonrpc_body_typed_as_something_else_is_32005_and_writes_nothing(http: httpx.Client) -> None:
+    before = _task_count(http)
+    call = _call("SendMessage", {"message": user10("typed", skill="echo")})
+    refused = http.post("/v1/a2a", headers={**V10, "content-type": "text/plain"}, content=json.dumps(call))
+    assert refused.status_code == 200 and refused.headers["a2a-version"] == "1.0"
+    body = refused.json()
+    validate_v10("JsonRpc:SendMessage", body)
+    assert body["id"] == call["id"] and body["error"]["code"] == -32005, body
+    assert (
+        body["error"]["data"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED" and "text/plain" in body["error"]["message"]
+    )
+    assert _task_count(http) == before, "a refused message starts no task"
+    # JSON by any of its names, or no type at all, is read; 0.3 callers are read whatever they say
+    for media in ("application/json; charset=utf-8", "application/a2a+json", None):
+        fresh = _call("SendMessage", {"message": user10("typed", skill="echo")})
+        headers = {**V10, **({"content-type": media} if media else {})}
+        answered = http.post("/v1/a2a", headers=headers, content=json.dumps(fresh)).json()
+        assert answered["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", (media, answered)
+    legacy = _call("message/send", {"message": message("typed", skill="echo")})
+    served = http.post("/v1/a2a", headers={"content-type": "text/plain"}, content=json.dumps(legacy)).json()
+    check_response("message/send", served)
+    assert served["result"]["status"]["state"] == "completed"

@@ -37,6 +37,7 @@ from tether.a2a.calls import A2A_SCOPES, Call, Method, Methods, Stream
 from tether.a2a.capabilities import REST_PATH, RPC_PATH
 from tether.a2a.generations import Generations
 from tether.a2a.jsonrpc import (
+    ContentTypeNotSupported,
     InternalError,
     MethodNotFound,
     Rejected,
@@ -219,8 +220,11 @@ class RpcEndpoint:
         except VersionNotSupported as refused:
             await self._send(send, head.trace, 200, _version_refusal(body, refused))
             return
-        answer = await self._answer(a2a, version, principal, head.last_event_id, body)
         stamp = (b"a2a-version", version.value.encode())
+        if not version.is_legacy and not _json_media(head.content_type):
+            await self._send(send, head.trace, 200, _media_refusal(body, head.content_type), extra=[stamp])
+            return
+        answer = await self._answer(a2a, version, principal, head.last_event_id, body)
         if isinstance(answer, bytes):
             await self._send(send, head.trace, 200, answer, extra=[stamp])
         elif isinstance(answer, Response):
@@ -477,6 +481,25 @@ def _request_id(body: bytes) -> RequestId:
         return None
     found = doc.get("id") if isinstance(doc, dict) else None
     return found if isinstance(found, str | int) and not isinstance(found, bool) else None
+
+
+def _json_media(content_type: str | None) -> bool:
+    """Whether a JSON-RPC body says it is JSON (``application/json``, any ``+json``), or says nothing."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    return not media or media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _media_refusal(body: bytes, content_type: str | None) -> bytes:
+    """-32005 for a 1.0 JSON-RPC body typed as something other than JSON (A2A 1.0 §9.1: ``application/json``).
+
+    0.3 callers keep being read whatever they label their body, as they always were.
+    """
+    media = (content_type or "").split(";")[0].strip().lower()
+    error = ContentTypeNotSupported(
+        f"an A2A 1.0 JSON-RPC request is application/json, not {quote(media)}: send Content-Type: application/json",
+        data={"contentType": media},
+    )
+    return error_body(_request_id(body), error, legacy=False)
 
 
 def _version_error(refused: VersionNotSupported, advice: str) -> VersionNotSupportedError:
