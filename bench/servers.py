@@ -285,15 +285,17 @@ class ServerProcess:
             preexec_fn=_die_with_parent,
         )
         log.close()
-        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc, self._lines), daemon=True).start()
         return t0
 
-    def _pump(self, proc: subprocess.Popen[str]) -> None:
+    @staticmethod
+    def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+        """Its own process's lines into its own queue: a killed life's EOF must not end the next one's wait."""
         assert proc.stdout is not None
         with proc.stdout:  # closed at EOF: the process has gone
             for line in proc.stdout:
-                self._lines.put(line.rstrip("\n"))
-        self._lines.put(None)
+                lines.put(line.rstrip("\n"))
+        lines.put(None)
 
     def wait_announced(self, t0: float, timeout: float) -> None:
         """Read stdout until ``serving on URL`` (and Tether's first-start key)."""
