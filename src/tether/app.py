@@ -33,6 +33,7 @@ from tether.a2a import routes as a2a_routes
 from tether.a2a import seams as a2a_seams
 from tether.a2a.capabilities import a2a_capabilities
 from tether.a2a.endpoint import RpcEndpoint
+from tether.a2a.files import FileLimits
 from tether.a2a.peer import OutboundCredentials, PeerClient, PushReceiver
 from tether.a2a.peer import router as handoff_router
 from tether.a2a.push import push_projector
@@ -347,7 +348,8 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
     app.add_middleware(DateHeader)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(MajorSelection)  # outermost: a 413 names its major too
-    return RpcEndpoint(app, limit=settings.max_body_bytes)  # in front of it all: A2A calls skip the REST stack
+    # in front of it all: A2A calls skip the REST stack; their bodies may carry files up to the A2A file limits
+    return RpcEndpoint(app, limit=FileLimits.of(settings).body_limit(settings.max_body_bytes))
 
 
 def _pause_seam(settings: Settings) -> Callable[[], Awaitable[None]] | None:

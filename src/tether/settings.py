@@ -18,6 +18,8 @@ class Settings:
     max_body_bytes: int = 1024 * 1024
     default_skill: str = "echo"
     a2a_request_timeout: float = 30.0
+    a2a_file_part_bytes: int = 8 * 1024 * 1024  # the most bytes one A2A file part may carry inline
+    a2a_file_message_bytes: int = 16 * 1024 * 1024  # the most file bytes one A2A message may carry in all
     enable_test_seams: bool = False
     keepalive_seconds: float = 15.0
     interrupt_token_ttl: float = 1800.0

@@ -11,7 +11,7 @@ from proto_oracle import validate_v10
 from schemas import a2a_validator, fixtures_dir, openwop_validator
 
 BUNDLED = ["approval-gated", "clarification-gated", "echo", "multi-step", "shape"]
-TEST_WORKFLOWS = ["always-fails", "slow", "slow-gate"]
+TEST_WORKFLOWS = ["always-fails", "route-by-message", "slow", "slow-gate"]
 
 
 def test_card_is_public_valid_and_names_the_rpc_endpoint(host: Host) -> None:

@@ -121,15 +121,18 @@ def test_task_params_are_checked(http: httpx.Client, method: str, params: dict[s
 
 
 def test_content_and_skill_refusals(http: httpx.Client) -> None:
-    file_part = {**message("x"), "parts": [{"kind": "file", "file": {"uri": "https://example.com/a.pdf"}}]}
-    assert error(http, "message/send", {"message": file_part})["code"] == -32005
+    # file parts are taken (issue 26); one that is neither bytes nor a URI, or both, is not
+    for file in ({"name": "a.pdf"}, {"uri": "https://example.com/a.pdf", "bytes": "aGk="}):
+        file_part = {**message("x"), "parts": [{"kind": "file", "file": file}]}
+        bad_file = error(http, "message/send", {"message": file_part})
+        assert bad_file["code"] == -32602 and "exactly one of bytes (base64) or uri" in bad_file["message"], bad_file
     modes = error(
         http, "message/send", {"message": message("x"), "configuration": {"acceptedOutputModes": ["image/png"]}}
     )
     assert modes["code"] == -32005 and "text/plain" in modes["message"]
     unknown = error(http, "message/send", {"message": message("x", skill="no-such-skill")})
     assert unknown["code"] == -32602 and "echo" in unknown["message"]
-    missing_input = error(http, "message/send", {"message": message(data={"other": 1})})
+    missing_input = error(http, "message/send", {"message": message(data={"other": 1}, skill="shape")})
     assert missing_input["code"] == -32602 and "prompt" in missing_input["message"]
     for url, arm in (("http://push.example.com/push", "scheme"), ("https://10.0.0.5/push", "address")):
         push = error(
@@ -146,14 +149,15 @@ def test_content_and_skill_refusals(http: httpx.Client) -> None:
 
 
 def test_huge_body_is_413_with_a_jsonrpc_error(start_host) -> None:  # type: ignore[no-untyped-def]
-    host: Host = start_host("--max-body-bytes", "4096")
+    # the A2A endpoint takes --max-body-bytes plus a message's files as base64 (here 3 bytes: 4 characters)
+    host: Host = start_host("--max-body-bytes", "4096", "--a2a-file-message-bytes", "3")
     assert host.dev_key
     http = host.http(host.dev_key)
     response = post(http, "message/send", {"message": message("x" * 10_000)})
     assert response.status_code == 413
     body = response.json()
     a2a_validator("JSONRPCErrorResponse").validate(body)
-    assert body["error"]["code"] == -32600 and "4096" in body["error"]["message"]
+    assert body["error"]["code"] == -32600 and "4100" in body["error"]["message"]
     _nothing_stored(http)
 
 

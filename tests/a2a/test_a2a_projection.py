@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 from dataclasses import replace
 from typing import Any
@@ -11,9 +12,11 @@ import pytest
 from schemas import a2a_validator, openwop_validator
 
 import tether.a2a
+from tether.a2a.files import FileBytes
 from tether.a2a.projection import RUN_TO_TASK_STATE, status_view, task, task_record, task_state, updates
 from tether.a2a.tasks import EncodedTasks, LiveTask, project_task_record
 from tether.engine.state import apply, initial_snapshot
+from tether.files import Blob
 from tether.store.base import RunRow, TaskRecord
 from tether.types import ACTIVE, TERMINAL
 
@@ -250,19 +253,57 @@ def test_public_surface_is_pinned() -> None:
     assert sorted(tether.a2a.__all__) == ["A2ACapabilities", "a2a_capabilities", "project_task_record"]
 
 
-def test_an_encoded_task_is_kept_only_while_its_run_stays_at_one_sequence() -> None:
-    encoded = EncodedTasks()
+class _Blobs:
+    """Just enough of a store for FileBytes: the blobs each run is linked to, and how often they are read."""
+
+    def __init__(self, linked: dict[str, dict[str, bytes]]) -> None:
+        self.linked = linked
+        self.reads = 0
+
+    async def read_blobs(self, run_id: str, digests: Any) -> dict[str, bytes]:
+        self.reads += 1
+        return {d: data for d, data in self.linked.get(run_id, {}).items() if d in digests}
+
+
+async def test_an_encoded_task_is_kept_only_while_its_run_stays_at_one_sequence() -> None:
+    encoded = EncodedTasks(FileBytes(_Blobs({})))  # type: ignore[arg-type]
     record = TaskRecord("run_1", "default", "key:a", "ctx_1", {}, "2026-01-01T00:00:00.000Z")
     history = [{"kind": "message", "messageId": "m1", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}]
     working = LiveTask(record, _row("running"), history)
-    first = encoded.encode(working, None)
+    first = await encoded.encode(working, None)
     assert orjson.loads(orjson.dumps(first)) == task(working.run, "ctx_1", history, None)
-    assert encoded.encode(working, None) is first, "a repeated read encodes nothing"
-    assert orjson.loads(orjson.dumps(encoded.encode(working, 0)))["history"] == [], (
+    assert await encoded.encode(working, None) is first, "a repeated read encodes nothing"
+    assert orjson.loads(orjson.dumps(await encoded.encode(working, 0)))["history"] == [], (
         "another historyLength is another encoding"
     )
     moved = replace(
         working.run, status="completed", last_sequence=working.run.last_sequence + 1, state=_state("completed")
     )
-    done = orjson.loads(orjson.dumps(encoded.encode(LiveTask(record, moved, history), None)))
+    done = orjson.loads(orjson.dumps(await encoded.encode(LiveTask(record, moved, history), None)))
     assert done["status"]["state"] == "completed", "a commit's new sequence is encoded afresh"
+
+
+async def test_a_task_with_files_is_rendered_with_their_bytes_and_never_kept_encoded() -> None:
+    report, forged = Blob.of(b"%PDF-1.7 the report"), Blob.of(b"another run's file")
+    blobs = _Blobs({"run_1": {report.digest: report.data}, "run_2": {forged.digest: forged.data}})
+    files = FileBytes(blobs)  # type: ignore[arg-type]
+    encoded = EncodedTasks(files)
+    sent = {"kind": "file", "file": {"blob": report.digest, "size": report.size, "name": "q3.pdf", "mimeType": "x/y"}}
+    stolen = {"kind": "file", "file": {"blob": forged.digest, "size": forged.size}}
+    link = {"kind": "file", "file": {"uri": "https://example.com/a.pdf"}}
+    history = [{"kind": "message", "messageId": "m1", "role": "user", "parts": [sent, stolen, link]}]
+    record = TaskRecord("run_1", "default", "key:a", "ctx_1", {}, "2026-01-01T00:00:00.000Z")
+    live = LiveTask(record, _row("running"), history)
+    kept = copy.deepcopy(history)
+    first = orjson.loads(orjson.dumps(await encoded.encode(live, None)))
+    assert first["history"][0]["parts"] == [
+        {
+            "kind": "file",
+            "file": {"bytes": base64.b64encode(report.data).decode(), "name": "q3.pdf", "mimeType": "x/y"},
+        },
+        link,
+    ], "the bytes back in the 0.3 wire shape; a blob the run is not linked to is left out"
+    assert history == kept, "the history read (maybe cached by the store) is never changed"
+    again = orjson.loads(orjson.dumps(await encoded.encode(live, None)))
+    assert again == first and blobs.reads == 2, "encoded again (not kept), the report's bytes from the cache"
+    assert await files.inline("run_1", {"kind": "task", "history": []}) == {"kind": "task", "history": []}

@@ -35,8 +35,9 @@ def test_blocking_send_runs_the_default_skill_to_completion(http: httpx.Client) 
 def test_inputs_from_text_and_data_parts_and_the_skill_from_metadata(http: httpx.Client) -> None:
     shaped = send(http, message("Ada", skill="shape"))
     assert shaped["artifacts"][0]["parts"][-1]["data"]["greeting"] == "Hello, Ada!"
-    data_wins = send(http, message("ignored", data={"prompt": "from data"}))
-    assert data_wins["artifacts"][0]["parts"][0]["text"] == "from data"
+    # a data part's prompt wins over the text (shape shows its prompt; echo now echoes every part as sent)
+    data_wins = send(http, message("ignored", data={"prompt": "from data"}, skill="shape"))
+    assert data_wins["artifacts"][0]["parts"][-1]["data"]["greeting"] == "Hello, from data!"
     by_params = result(http, "message/send", {"message": message("Bob"), "metadata": {"skillId": "shape"}})
     assert by_params["artifacts"][0]["parts"][-1]["data"]["greeting"] == "Hello, Bob!"
 

@@ -12,6 +12,7 @@ from schemas import a2a_validator
 from starlette.applications import Starlette
 
 from tether.a2a.endpoint import RpcEndpoint
+from tether.a2a.files import FileBytes
 from tether.a2a.streams import StreamProjections, jsonrpc_framing, sse, task_first
 from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
@@ -68,7 +69,9 @@ async def test_idle_streams_send_keepalives_and_wake_on_a_hint() -> None:
     )  # type: ignore[arg-type]
     frames = sse(
         jsonrpc_framing("r1", legacy=True),
-        task_first(host, StreamProjections(), store.row, "ctx_1", [], None, final_on_input_required=False),
+        task_first(
+            host, StreamProjections(), FileBytes(store), store.row, "ctx_1", [], None, final_on_input_required=False
+        ),
     )
     first = await anext(frames)
     assert first.startswith(b"id: 0\ndata: ")
@@ -156,7 +159,7 @@ async def test_streams_of_one_run_share_each_projection_and_never_change_a_kept_
     streams = [
         sse(
             jsonrpc_framing(f"r{i}", legacy=True),
-            task_first(host, projections, row, "ctx_1", [], None, final_on_input_required=False),
+            task_first(host, projections, FileBytes(store), row, "ctx_1", [], None, final_on_input_required=False),
         )
         for i in range(3)
     ]

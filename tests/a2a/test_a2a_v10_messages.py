@@ -80,16 +80,19 @@ FILES = [
 
 
 @pytest.mark.parametrize("snake", [False, True], ids=["camel", "snake"])
-def test_file_parts_are_read_then_refused_by_content_type(http: httpx.Client, snake: bool) -> None:
-    """Tether's skills take text and data: a well-formed file part parses, then is refused as a content type."""
+def test_file_parts_in_either_spelling_are_kept_and_echoed_as_sent(http: httpx.Client, snake: bool) -> None:
+    """Files are taken (issue 26; they were refused with -32005 before): echo answers with them as sent."""
     parts = [_spelled(snake, **part) for part in FILES]
     doc = _spelled(snake, messageId=f"files-{uuid.uuid4()}", role="ROLE_USER", parts=parts)
-    error = answer10(post10(http, "SendMessage", {"message": doc}), "SendMessage")["error"]
-    assert error["code"] == -32005 and "file parts are not accepted" in error["message"], error
+    task = result10(http, "SendMessage", {"message": doc})["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    assert task["artifacts"][0]["parts"] == FILES
+    assert task["history"][0]["parts"] == FILES
+    assert result10(http, "GetTask", {"id": task["id"]})["artifacts"] == task["artifacts"]
 
 
 def test_file_parts_map_alike_in_either_spelling() -> None:
-    """The codec itself (the wire refuses files): raw and url, filename and mediaType, in both spellings."""
+    """The codec itself: raw and url, filename and mediaType, in both spellings, as the canonical (0.3) shape."""
     camel = v10.canonical_message({"messageId": "m", "role": "ROLE_USER", "parts": FILES})
     snake = v10.canonical_message({"message_id": "m", "role": 1, "parts": [_spelled(True, **part) for part in FILES]})
     assert camel == snake

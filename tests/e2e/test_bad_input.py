@@ -179,13 +179,14 @@ def test_unknown_workflow(w: World) -> None:
     ids=["missing", "only-others", "null"],
 )
 def test_missing_required_variable(w: World, inputs: dict[str, Any]) -> None:
-    body = _refused(w.http.post("/v1/runs", json={"workflowId": "echo", "inputs": inputs}), 400, "validation_error")
+    # shape requires its prompt (echo no longer does: it echoes an A2A message of files alone)
+    body = _refused(w.http.post("/v1/runs", json={"workflowId": "shape", "inputs": inputs}), 400, "validation_error")
     assert "prompt" in body["message"]
     assert "prompt" in json.dumps(body.get("details", {}))
 
 
 def test_inputs_omitted_when_a_variable_is_required(w: World) -> None:
-    body = _refused(w.http.post("/v1/runs", json={"workflowId": "echo"}), 400, "validation_error")
+    body = _refused(w.http.post("/v1/runs", json={"workflowId": "shape"}), 400, "validation_error")
     assert "prompt" in body["message"]
 
 

@@ -126,9 +126,14 @@ def test_echo_workflow_shape() -> None:
     assert node.typeId == "core.identity"
     assert node.outputRole == "primary"
     assert node.inputs["payload"] == VariablePort(type="variable", variableName="prompt")
-    assert [(v.name, v.type, v.required) for v in echo.variables] == [("prompt", "string", True)]
+    assert node.inputs["message"] == VariablePort(type="variable", variableName="message")
+    # neither is required: a message of files alone is echoed too (issue 26)
+    assert [(v.name, v.type, v.required) for v in echo.variables] == [
+        ("prompt", "string", False),
+        ("message", "object", False),
+    ]
     assert echo.metadata["tags"] == ["a2a"]
-    assert echo.description == "Returns the prompt verbatim"
+    assert echo.description.startswith("Returns what it is given")
 
 
 def test_approval_gated_routes_rejection_over_any_failed() -> None:

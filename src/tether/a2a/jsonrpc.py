@@ -9,6 +9,7 @@ the codes a client sees are decided in this module alone::
     ├── InvalidRequest            -32600  not a single JSON-RPC request object
     ├── MethodNotFound            -32601
     ├── InvalidParams             -32602
+    │   └── FileTooLarge          -32602  a file part, or a message's files, over an operator's limit (HTTP 413)
     ├── TaskNotFound              -32001  unknown, or another tenant's (indistinguishable)
     ├── TaskNotCancelable         -32002  already terminal
     ├── PushNotificationNotSupported -32003
@@ -37,6 +38,7 @@ __all__ = [
     "ECHO_LIMIT",
     "ContentTypeNotSupported",
     "ExtendedCardNotConfigured",
+    "FileTooLarge",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
@@ -206,6 +208,17 @@ class InvalidParams(RpcError):
     reason = "INVALID_PARAMS"
     http_status = 400
     rpc_status = "INVALID_ARGUMENT"
+
+
+class FileTooLarge(InvalidParams):
+    """A file part, or a message's files together, is over a limit the operator set; ``data`` names it.
+
+    The JSON-RPC code stays -32602 (what to change is in the params), and the HTTP+JSON
+    binding answers 413, HTTP's word for a body too large to take.
+    """
+
+    reason = "FILE_TOO_LARGE"
+    http_status = 413
 
 
 class TaskNotFound(RpcError):

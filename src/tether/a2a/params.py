@@ -6,13 +6,17 @@ the host does not use are ignored. A failed check becomes InvalidParams whose me
 names the first bad field by its path (``params.message.parts.0.text``); what it quotes
 of the caller's input is clipped (:func:`tether.a2a.jsonrpc.clip`). Task ids and push
 config ids are at most :data:`ID_MAX` characters, as REST's run ids are.
+
+A file part is checked here for its shape only (bytes or a URI, never both); its bytes are
+decoded, bounded and stored as a blob by :mod:`tether.a2a.files`. A ``blob`` reference a
+caller writes into a file part is not a field of the wire, so it is ignored like any other.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
 from tether.a2a.jsonrpc import ECHO_LIMIT, ContentTypeNotSupported, InvalidParams, clip
@@ -22,6 +26,7 @@ from tether.types import INT32_MAX
 __all__ = [
     "ID_MAX",
     "DataPart",
+    "FileContent",
     "FilePart",
     "Message",
     "SendConfiguration",
@@ -43,6 +48,8 @@ ID_MAX = 128
 _Id = Annotated[str, Field(min_length=1, max_length=ID_MAX)]
 #: the validation errors a refusal lists (a message with 10,000 bad parts is not answered with 10,000)
 _ERRORS_LISTED = 10
+#: the longest file URI kept: a reference, not a way around the file limits (a ``data:`` URI is bytes)
+URI_MAX = 8192
 
 
 class _Strict(BaseModel):
@@ -55,9 +62,24 @@ class TextPart(_Strict):
     metadata: dict[str, Any] | None = None
 
 
+class FileContent(_Strict):
+    """``FileWithBytes`` (``bytes``, base64) or ``FileWithUri``: exactly one of the two."""
+
+    bytes: str | None = None
+    uri: str | None = Field(default=None, min_length=1, max_length=URI_MAX)
+    name: str | None = Field(default=None, max_length=1024)
+    mimeType: str | None = Field(default=None, max_length=255)
+
+    @model_validator(mode="after")
+    def _bytes_or_uri(self) -> FileContent:
+        if (self.bytes is None) == (self.uri is None):
+            raise ValueError("a file holds exactly one of bytes (base64) or uri")
+        return self
+
+
 class FilePart(_Strict):
     kind: Literal["file"]
-    file: dict[str, Any]
+    file: FileContent
     metadata: dict[str, Any] | None = None
 
 
@@ -167,7 +189,8 @@ def parse_send_params(params: dict[str, Any]) -> SendParams:
 def _refuse_files(message: Message) -> None:
     if any(isinstance(p, FilePart) for p in message.parts):
         raise ContentTypeNotSupported(
-            "file parts are not accepted by this agent: send the content as text or data parts",
+            "a reply to a task that waits for input takes text and data parts: send files in the message "
+            "that starts a task",
             data={"accepted": ["text", "data"]},
         )
 
@@ -185,18 +208,28 @@ def _data(message: Message) -> dict[str, Any]:
     return merged
 
 
-def message_inputs(message: Message) -> dict[str, Any]:
-    """A new task's workflow inputs: text parts become ``prompt``, data parts merge in.
+def message_inputs(message: Message, stored: dict[str, Any]) -> dict[str, Any]:
+    """A new task's workflow inputs: text parts become ``prompt``, data parts merge in, and
+    ``message`` is the message itself.
 
     Text parts are joined with newlines; data parts are merged in order on top, so an
-    explicit structured value wins over the text.
+    explicit structured value wins over the text. ``message`` is what the task was started
+    with, as ``stored`` holds it (its ``messageId``, ``contextId``, ``metadata`` and parts,
+    file parts as references): a workflow routes on it (``inputs.message.messageId`` in an
+    edge condition, ``variables.message`` in a port). It is set last, so a data part cannot
+    stand in for it.
     """
-    _refuse_files(message)
     inputs: dict[str, Any] = {}
     text = _text(message)
     if text is not None:
         inputs["prompt"] = text
     inputs.update(_data(message))
+    inputs["message"] = {
+        "messageId": stored["messageId"],
+        "contextId": stored["contextId"],
+        "metadata": stored.get("metadata") or {},
+        "parts": stored["parts"],
+    }
     return inputs
 
 

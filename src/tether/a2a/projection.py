@@ -139,8 +139,40 @@ def _status(task_id: str, context_id: str, state: RunSnapshot, timestamp: str) -
     return status, {"openwop": openwop}
 
 
+def _is_part(part: Any) -> bool:
+    """Whether ``part`` is a canonical A2A part (a file by reference: its bytes are never in outputs)."""
+    if not isinstance(part, dict):
+        return False
+    kind = part.get("kind")
+    if kind == "text":
+        return isinstance(part.get("text"), str)
+    if kind == "data":
+        return isinstance(part.get("data"), dict)
+    file = part.get("file")
+    return (
+        kind == "file"
+        and isinstance(file, dict)
+        and (isinstance(file.get("blob"), str) or isinstance(file.get("uri"), str))
+    )
+
+
+def _answer_parts(outputs: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The parts of the message a run answers with: an output ``message`` holding A2A parts (None: no such output)."""
+    answer = outputs.get("message")
+    parts = answer.get("parts") if isinstance(answer, dict) else None
+    if not isinstance(parts, list) or not parts or not all(_is_part(p) for p in parts):
+        return None
+    return parts
+
+
 def artifacts(task_id: str, state: RunSnapshot) -> list[dict[str, Any]]:
-    """A completed run's outputs as one Artifact with a stable id (none before completion)."""
+    """A completed run's outputs as one Artifact with a stable id (none before completion).
+
+    A run answers with parts of its own choosing through an output named ``message`` that
+    holds A2A parts (``{"parts": [...]}``, each canonical: text, data, or a file by reference,
+    which is how a node gives back a file): the artifact is those parts, in order. Otherwise
+    its outputs are one data part, after a text part when they are a single string.
+    """
     if state.get("status") != "completed":
         return []
     outputs = state.get("outputs")
@@ -148,10 +180,14 @@ def artifacts(task_id: str, state: RunSnapshot) -> list[dict[str, Any]]:
         return []
     data = outputs if isinstance(outputs, dict) else {"outputs": outputs}
     parts: list[dict[str, Any]] = []
+    answered = _answer_parts(data)
     values = list(data.values())
-    if len(values) == 1 and isinstance(values[0], str):
-        parts.append({"kind": "text", "text": values[0]})
-    parts.append({"kind": "data", "data": data})
+    if answered is not None:
+        parts.extend(answered)
+    else:
+        if len(values) == 1 and isinstance(values[0], str):
+            parts.append({"kind": "text", "text": values[0]})
+        parts.append({"kind": "data", "data": data})
     return [
         {"artifactId": f"{task_id}-outputs", "name": "outputs", "description": "The workflow's outputs", "parts": parts}
     ]

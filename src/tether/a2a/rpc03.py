@@ -63,7 +63,7 @@ class Legacy:
 
     def __init__(self, service: A2AService) -> None:
         self.service = service
-        self.encoded = EncodedTasks()
+        self.encoded = EncodedTasks(service.files)
         self.projections = StreamProjections()
         self.methods: Methods = {
             "message/send": Method(self.send, message_scope, check=_send_request),
@@ -89,7 +89,9 @@ class Legacy:
     async def send(self, call: Call) -> dict[str, Any]:
         request = _send_request(call.params)
         sent = await self.service.send(call.principal, request)
-        return task(sent.run, sent.context_id, sent.history, request.history_length)
+        return await self.service.files.inline(
+            sent.run.run_id, task(sent.run, sent.context_id, sent.history, request.history_length)
+        )
 
     async def stream(self, call: Call) -> Stream:
         request = _send_request(call.params)
@@ -98,12 +100,12 @@ class Legacy:
     async def get(self, call: Call) -> Any:
         params = parse_params(TaskQueryParams, call.params)
         live = await self.service.get(call.principal, params.id, history=params.historyLength != 0)
-        return self.encoded.encode(live, params.historyLength)
+        return await self.encoded.encode(live, params.historyLength)
 
     async def cancel(self, call: Call) -> dict[str, Any]:
         params = parse_params(TaskIdParams, call.params)
         done = await self.service.cancel(call.principal, params.id)
-        return task(done.run, done.context_id, done.history)
+        return await self.service.files.inline(done.run.run_id, task(done.run, done.context_id, done.history))
 
     async def resubscribe(self, call: Call) -> Stream:
         """The current Task then its updates, or exactly the events after ``Last-Event-ID``

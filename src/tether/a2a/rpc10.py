@@ -120,7 +120,7 @@ class Current:
     def __init__(self, service: A2AService, legacy_card: Any, generations: Generations | None = None) -> None:
         self.service = service
         self.generations = generations
-        self.encoded = EncodedTasks(v10.task)
+        self.encoded = EncodedTasks(service.files, v10.task)
         self.projections = StreamProjections(v10.frame_task, v10.event, generations)
         self._card = legacy_card
         methods: dict[str, Method] = {
@@ -147,6 +147,21 @@ class Current:
         self.methods: Methods = {
             name: dataclasses.replace(method, run=_states_named(method.run)) for name, method in methods.items()
         }
+
+    async def _task(
+        self,
+        row: RunRow,
+        context_id: str,
+        history: list[dict[str, Any]],
+        history_length: int | None = None,
+        *,
+        artifacts: bool = True,
+    ) -> dict[str, Any]:
+        """The canonical Task of a run, file bytes in (artifacts left out unless ``artifacts``)."""
+        doc = task(row, context_id, history, history_length)
+        if not artifacts:
+            doc.pop("artifacts", None)
+        return await self.service.files.inline(row.run_id, doc)
 
     @staticmethod
     def _task_id(raw: dict[str, Any]) -> v10.TaskIdRequest:
@@ -180,7 +195,7 @@ class Current:
         request = _send_request(call.params)
         await self._check_generation(call, request)
         sent = await self.service.send(call.principal, request)
-        doc = task(sent.run, sent.context_id, sent.history, request.history_length)
+        doc = await self._task(sent.run, sent.context_id, sent.history, request.history_length)
         return {"task": v10.task(doc, await self._generation(sent.run))}
 
     async def stream(self, call: Call) -> Stream:
@@ -196,12 +211,12 @@ class Current:
         length = v10.history_length(params.history_length)
         live = await self.service.get(call.principal, params.id, history=length != 0)
         if self.generations is None:
-            return self.encoded.encode(live, length)
+            return await self.encoded.encode(live, length)
         generation = await self.generations.at(live.run)
         known = v10.generation_of(call.params, "currentGeneration")
         if known is not None and generation <= known:
             live, generation = await self._past(call, live, known, history=length != 0)
-        return self.encoded.encode(live, length, generation)
+        return await self.encoded.encode(live, length, generation)
 
     async def _past(self, call: Call, live: LiveTask, known: int, *, history: bool) -> tuple[LiveTask, int]:
         """1.1 long-poll: the task once its generation passes ``known``, or as it is when the wait runs out."""
@@ -240,9 +255,8 @@ class Current:
         artifacts = bool(params.include_artifacts)
         tasks = [
             v10.task(
-                task(t.run, t.context_id, t.history or [], length),
+                await self._task(t.run, t.context_id, t.history or [], length, artifacts=artifacts),
                 await self._generation(t.run),
-                include_artifacts=artifacts,
             )
             for t in page.tasks
         ]
@@ -253,7 +267,8 @@ class Current:
         if _foreign_tenant(call, params.tenant):
             raise _unknown(params.id)
         done = await self.service.cancel(call.principal, params.id)
-        return v10.task(task(done.run, done.context_id, done.history), await self._generation(done.run))
+        doc = await self._task(done.run, done.context_id, done.history)
+        return v10.task(doc, await self._generation(done.run))
 
     async def subscribe(self, call: Call) -> Stream:
         """The current Task first, then its updates until it ends; or, after ``Last-Event-ID``, exactly the

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from tether import clock
+from tether.a2a.files import FileBytes, FileLimits, stored_message
 from tether.a2a.jsonrpc import (
     ContentTypeNotSupported,
     InvalidParams,
@@ -164,6 +165,9 @@ class A2AService:
     def __init__(self, a2a: A2ASurface) -> None:
         self.a2a = a2a
         self.capabilities = a2a.capabilities
+        self.limits = FileLimits.of(a2a.settings)
+        #: the bytes of file parts, for every version's renderings of tasks and updates
+        self.files = FileBytes(a2a.store)
 
     # sending --------------------------------------------------------------------------------
 
@@ -204,6 +208,7 @@ class A2AService:
         return task_first(
             self.a2a,
             projections,
+            self.files,
             sent.run,
             sent.context_id,
             history,
@@ -231,14 +236,15 @@ class A2AService:
         workflow_id = resolve_skill(
             self.a2a.registry, self.a2a.settings.default_skill, message.metadata, request.metadata
         )
-        inputs = message_inputs(message)
-        dumped = message.model_dump(exclude_none=True)
+        stored = await stored_message(message, self.limits)  # file bytes made blobs, within the limits
+        dumped = stored.doc
         context_id = message.contextId or new_id("ctx_")
         run_id = new_id("run_")
         answer = {"taskId": run_id, "contextId": context_id}
         claim = IdempotencyClaim(_start_scope(principal), message.messageId, _digest(dumped), 200, answer)
-        # the history entry and any push config, written with the run
+        # the history entry, any push config and the file bytes, written with the run
         first = [_history_entry(dumped, run_id, context_id)]
+        inputs = message_inputs(message, first[0])
         extras: list[Extra] = [TaskMessage(run_id, message.messageId, first[0], clock.now_iso())]
         if request.push is not None:
             extras.append(seal_config(self.a2a, run_id, principal.tenant, request.push, request.version))
@@ -252,6 +258,7 @@ class A2AService:
             transport=A2A_TRANSPORT,
             idempotency=claim,
             extras=extras,
+            blobs=stored.blobs,
             advance=advance,
         )
         if created.replayed is not None:  # a repeated messageId: the task it started, as it is now
@@ -384,10 +391,10 @@ class A2AService:
         final Task is the only event.
         """
         if after is not None:
-            return replay(self.a2a, projections, live.run, live.context_id, after)
+            return replay(self.a2a, projections, self.files, live.run, live.context_id, after)
         history = await self.a2a.store.list_task_messages(live.run.run_id)
         return task_first(
-            self.a2a, projections, live.run, live.context_id, history, None, final_on_input_required=False
+            self.a2a, projections, self.files, live.run, live.context_id, history, None, final_on_input_required=False
         )
 
     # push configs ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from tether.a2a.files import FileBytes, has_files
 from tether.a2a.generations import Generations, fold
 from tether.a2a.jsonrpc import (
     InternalError,
@@ -119,7 +120,8 @@ class StreamProjections:
     event produces (for streams that do, or do not, end at input-required) is projected
     and encoded once, by the first stream to reach it, and reused by the others with the
     snapshot after it. A kept snapshot is never changed: a stream that goes past what is
-    kept copies it first.
+    kept copies it first. Events that carry file bytes are encoded for each stream and not
+    kept (the bytes are :class:`~tether.a2a.files.FileBytes`' to keep).
     """
 
     def __init__(
@@ -152,8 +154,12 @@ class StreamProjections:
         produced: list[dict[str, Any]],
         state: RunSnapshot,
         generation: int | None,
+        *,
+        remember: bool = True,
     ) -> tuple[list[tuple[bool, orjson.Fragment]], RunSnapshot]:
-        """Encode what one run event produced; ``generation`` is the task's before it (None: untracked)."""
+        """Encode what one run event produced; ``generation`` is the task's before it (None: untracked).
+
+        ``remember``: keep the encoding for the run's other streams."""
         kept = (
             [
                 (
@@ -166,6 +172,8 @@ class StreamProjections:
             ],
             state,
         )
+        if not remember:
+            return kept
         self._kept[(task_id, sequence, final_on_input_required)] = kept
         if len(self._kept) > self.capacity:
             self._kept.popitem(last=False)
@@ -175,6 +183,7 @@ class StreamProjections:
 async def _follow(
     a2a: A2ASurface,
     projections: StreamProjections,
+    files: FileBytes,
     task_id: str,
     context_id: str,
     after: int,
@@ -209,8 +218,17 @@ async def _follow(
                     produced = updates(
                         task_id, context_id, doc, before, state, final_on_input_required=final_on_input_required
                     )
+                    remember = not any(has_files(item) for item in produced)
+                    if not remember:
+                        produced = [await files.inline(task_id, item) for item in produced]
                     kept = projections.keep(
-                        task_id, event.sequence, final_on_input_required, produced, state, generation
+                        task_id,
+                        event.sequence,
+                        final_on_input_required,
+                        produced,
+                        state,
+                        generation,
+                        remember=remember,
                     )
                 encoded, state = kept
                 if generation is not None:
@@ -231,6 +249,7 @@ async def _follow(
 async def task_first(
     a2a: A2ASurface,
     projections: StreamProjections,
+    files: FileBytes,
     row: RunRow,
     context_id: str,
     history: list[dict[str, Any]],
@@ -244,7 +263,8 @@ async def task_first(
     stream that ends there).
     """
     generation = await projections.generations.at(row) if projections.generations is not None else None
-    first = projections.render_task(task(row, context_id, history, history_length), generation)
+    current = await files.inline(row.run_id, task(row, context_id, history, history_length))
+    first = projections.render_task(current, generation)
     yield [(first, row.last_sequence)]
     state_now = task_state(row.status)
     if state_now in TERMINAL or (state_now in INTERRUPTED and final_on_input_required):
@@ -252,6 +272,7 @@ async def task_first(
     async for frames in _follow(
         a2a,
         projections,
+        files,
         row.run_id,
         context_id,
         row.last_sequence,
@@ -264,7 +285,7 @@ async def task_first(
 
 
 async def replay(
-    a2a: A2ASurface, projections: StreamProjections, row: RunRow, context_id: str, after: int
+    a2a: A2ASurface, projections: StreamProjections, files: FileBytes, row: RunRow, context_id: str, after: int
 ) -> AsyncIterator[list[Frame]]:
     """Exactly the updates of the run events after ``after`` (no Task first), then live ones.
 
@@ -275,6 +296,7 @@ async def replay(
     async for frames in _follow(
         a2a,
         projections,
+        files,
         row.run_id,
         context_id,
         after,

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from tether.a2a.capabilities import TRANSPORT
+from tether.a2a.files import FileBytes, has_files
 from tether.a2a.jsonrpc import TaskNotFound, clip, quote
 from tether.a2a.projection import task, task_record
 from tether.store.base import Extra, RunRow, Store, TaskRecord
@@ -111,24 +112,34 @@ class EncodedTasks:
     """Tasks as JSON, kept while their run stays at one sequence: a repeated ``tasks/get`` encodes nothing.
 
     A Task is a pure function of its run and history, and both change only in a commit
-    that moves the run's ``last_sequence``, so (sequence, historyLength) versions it.
+    that moves the run's ``last_sequence``, so (sequence, historyLength) versions it. A Task
+    that holds file bytes is encoded every time and not kept (its bytes are ``files``' to keep).
     """
 
     def __init__(
-        self, render: Callable[[dict[str, Any], int | None], dict[str, Any]] | None = None, capacity: int = 4096
+        self,
+        files: FileBytes,
+        render: Callable[[dict[str, Any], int | None], dict[str, Any]] | None = None,
+        capacity: int = 4096,
     ) -> None:
+        self.files = files
         #: the version's shape of a canonical Task (None: the canonical shape itself)
         self.render = render
         self.capacity = capacity
         self._kept: OrderedDict[str, tuple[tuple[int, int | None], orjson.Fragment]] = OrderedDict()
 
-    def encode(self, live: LiveTask, history_length: int | None, generation: int | None = None) -> orjson.Fragment:
+    async def encode(
+        self, live: LiveTask, history_length: int | None, generation: int | None = None
+    ) -> orjson.Fragment:
         """The Task as JSON; ``generation`` (a function of the run's sequence too) for versions that show it."""
         version = (live.run.last_sequence, history_length)
         kept = self._kept.get(live.run.run_id)
         if kept is not None and kept[0] == version:
             return kept[1]
         doc = task(live.run, live.context_id, live.history or [], history_length)
+        if has_files(doc):
+            doc = await self.files.inline(live.run.run_id, doc)
+            return orjson.Fragment(orjson.dumps(self.render(doc, generation) if self.render is not None else doc))
         fragment = orjson.Fragment(orjson.dumps(self.render(doc, generation) if self.render is not None else doc))
         self._kept[live.run.run_id] = (version, fragment)
         self._kept.move_to_end(live.run.run_id)

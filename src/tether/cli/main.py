@@ -240,6 +240,22 @@ def main() -> None:
     help="Seconds a blocking A2A message/send waits for the run.",
 )
 @click.option(
+    "--a2a-file-part-bytes",
+    default=8 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Most bytes one A2A file part may carry inline (decoded); more is refused (-32602, HTTP 413) naming "
+    "this limit. A file sent as a URI is kept as a reference and never fetched.",
+)
+@click.option(
+    "--a2a-file-message-bytes",
+    default=16 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Most file bytes one A2A message may carry inline in all its parts. The A2A endpoint takes bodies of "
+    "--max-body-bytes plus this much in base64.",
+)
+@click.option(
     "--enable-test-seams", is_flag=True, help="Serve the conformance suite's test seams (never in production)."
 )
 @click.option(

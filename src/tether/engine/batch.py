@@ -1,7 +1,8 @@
 """A transition being decided: events numbered from a snapshot, folded as they are added.
 
 A ``Batch`` is what the engine commits: the new events, the snapshot they fold into,
-when the run next needs attention, and the execution-lease fence it was decided under.
+when the run next needs attention, the execution-lease fence it was decided under, and
+the bytes of the files its events are the first to refer to.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tether import clock
 from tether.engine.events import ENGINE_VERSION, NewEvent
 from tether.engine.nodes import HANDOFF_TYPES
 from tether.engine.state import apply, evolve
+from tether.files import Blob
 from tether.ids import new_id
 from tether.run_state import RunSnapshot
 from tether.store.base import Commit, EventRow, IdempotencyRecord, RunRow
@@ -47,6 +49,8 @@ class Batch:
         self.row = row
         self.fence = fence
         self.docs: list[dict[str, Any]] = []
+        #: file bytes the events refer to, committed with them
+        self.blobs: list[Blob] = []
         self.state = row.state  # the row's own snapshot until the first event: then a copy
         self._copied = owned
 
@@ -80,6 +84,7 @@ class Batch:
             expected_sequence=None if new else self.row.last_sequence,
             idempotency=idempotency,
             fence=self.fence,
+            blobs=self.blobs,
         )
 
 

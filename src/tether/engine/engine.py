@@ -32,6 +32,7 @@ from tether.engine.state import initial_snapshot
 from tether.engine.workflow import WorkflowDefinition, validate_inputs
 from tether.errors import Conflict, InvalidInput, NotFound, SequenceConflict, Unprocessable
 from tether.exchange import current_traceparent
+from tether.files import Blob, stored_inline
 from tether.ids import new_id
 from tether.run_state import DrainPolicy, ErrorObject, RunSnapshot
 from tether.store.base import Commit, Extra, IdempotencyClaimed, IdempotencyRecord, LeaseLost, RunRow, Store
@@ -257,12 +258,14 @@ class Engine:
         idempotency: IdempotencyClaim | None = None,
         extras: list[Extra] | None = None,
         callback_url: str | None = None,
+        blobs: Sequence[Blob] = (),
         advance: bool = False,
     ) -> Created:
         """Validate, then write the run and its ``run.started`` in one fsync'd transaction.
 
         A caller that writes more with the run (``extras``: the first A2A message, a push
-        config) or answers with its id mints ``run_id`` itself (``new_id("run_")``). With
+        config; ``blobs``: the bytes of the files its inputs refer to) or answers with its id
+        mints ``run_id`` itself (``new_id("run_")``). With
         ``advance`` the run's first steps that need no waiting (a whole echo, everything up
         to a gate) are committed in that same transaction, for a caller that waits for the
         outcome anyway.
@@ -296,6 +299,7 @@ class Engine:
             traceparent=current_traceparent() or (tracing.new_traceparent() if tracing.tracer() else None),
         )
         batch.add(started, at=now)
+        batch.blobs.extend(blobs)
         if advance:
             self._advance(entry.workflow, batch)
         commit = batch.commit(new=True)
@@ -479,7 +483,14 @@ class Engine:
             if isinstance(outcome, CallPeer):
                 return None  # committed as started; the run parks and the hand-off follows the peer
             if isinstance(outcome, Completed):
-                batch.add(events.node_completed(node.id, outcome.outputs))
+                try:  # a file a node makes with its bytes inline is stored as a blob; its outputs refer to it
+                    outputs, made = stored_inline(outcome.outputs)
+                except ValueError as exc:
+                    failure = f"node {node.id!r}: a file part's bytes are {exc}"
+                    batch.add(events.node_failed(node.id, {"code": "node_execution_failed", "message": failure}))
+                    continue
+                batch.blobs.extend(made)
+                batch.add(events.node_completed(node.id, outputs))
                 continue
             if isinstance(outcome, Failed):
                 batch.add(events.node_failed(node.id, outcome.error))

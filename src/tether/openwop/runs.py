@@ -15,7 +15,8 @@ from tether.engine.handoff import Handoffs, in_flight
 from tether.engine.retention import BATCH
 from tether.engine.state import STARTED
 from tether.errors import Conflict, Forbidden, InvalidInput, NotFound
-from tether.http.openapi import AUTHENTICATED, JSON_BODY, refusals
+from tether.files import DIGEST
+from tether.http.openapi import AUTHENTICATED, JSON_BODY, answer, refusals
 from tether.http.requests import body_schema, json_body, parse_model, require
 from tether.http.responses import json_response
 from tether.ids import new_id
@@ -196,6 +197,44 @@ async def get_run(request: Request, run_id: RunId, principal: Principal = Depend
     row = await load_run(request, run_id, principal)
     rest = rest_of(request)
     return json_response(_snapshot(row, rest.signer, principal, rest.engine.handoffs))
+
+
+@router.get(
+    "/v1/runs/{run_id}/files/{digest}",
+    responses={
+        **answer(200, "The file's bytes.", {"type": "string", "format": "binary"}, "application/octet-stream"),
+        **refusals(*AUTHENTICATED, 400, 404),
+    },
+)
+async def get_run_file(
+    request: Request,
+    run_id: RunId,
+    digest: Annotated[
+        str,
+        Path(
+            pattern=f"^{DIGEST.pattern}$",
+            description="The ``blob`` of a file part of the run (``sha256:<hex>``), as its snapshot or events show it.",
+        ),
+    ],
+    principal: Principal = Depends(require("runs:read")),
+) -> Response:
+    """The bytes of one of the run's files (a file part of the message that started it, or of its outputs).
+
+    Runs, events and tasks hold a file part as a reference (``blob``, ``size``, ``name``,
+    ``mimeType``); this is where its bytes are read. They are served as an attachment of
+    ``application/octet-stream`` whatever the file says it is: a file a caller sent is
+    never rendered by a browser on this origin.
+    """
+    await load_run(request, run_id, principal)
+    found = await rest_of(request).store.read_blobs(run_id, [digest])
+    if digest not in found:
+        raise NotFound(f"run {run_id!r} has no file {digest!r}", details={"runId": run_id, "blob": digest})
+    headers = {
+        "Content-Disposition": "attachment",
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "private, max-age=31536000, immutable",  # a blob never changes
+    }
+    return Response(found[digest], media_type="application/octet-stream", headers=headers)
 
 
 def _snapshot(row: RunRow, signer: TokenSigner, principal: Principal, handoffs: Handoffs) -> dict[str, Any]:
