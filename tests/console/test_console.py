@@ -6,8 +6,11 @@ a real host on a loopback port; tasks arrive over A2A from outside the browser.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
+import uuid
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -129,7 +132,8 @@ def test_the_inputs_panel_shows_what_the_run_was_started_with_and_nothing_its_no
     accepted = http.post(f"/v1/runs/{task['id']}/interrupts/gate", json={"resumeValue": {"action": "accept"}})
     assert accepted.status_code == 200, accepted.text
     snapshot = http.get(f"/v1/runs/{task['id']}").json()
-    assert snapshot["inputs"] == {"prompt": "Publish the Q3 report"}
+    # the message itself is an input too (issue 26): a workflow may route on it
+    assert snapshot["inputs"]["prompt"] == "Publish the Q3 report" and set(snapshot["inputs"]) == {"prompt", "message"}
     assert {"payload", "action", "decidedBy"} <= set(snapshot["variables"]), "the nodes wrote beside the inputs"
     sign_in(page, host, host.dev_key)
     open_run(page, host, task["id"])
@@ -282,3 +286,31 @@ def test_the_console_fetches_nothing_from_elsewhere_and_shows_no_secret(page: Pa
         assert "eyJydW5JZCI6" not in html, 'an interrupt token (base64 of {"runId":) is on the page'
     assert requested and all(url.startswith(host.url + "/") for url in requested), requested
     assert not any(host.dev_key in url for url in requested)
+
+
+def test_files_show_by_name_type_and_size_and_download_byte_for_byte(page: Page, host: InProcessHost) -> None:
+    assert host.dev_key
+    data = bytes(range(256)) * 4099  # about 1 MiB, every byte value
+    sent = {"bytes": base64.b64encode(data).decode(), "name": "q3.bin", "mimeType": "application/x-q3"}
+    linked = {"uri": "https://files.example.com/signed.pdf?token=secret", "name": "signed.pdf"}
+    message = {
+        "kind": "message",
+        "role": "user",
+        "messageId": f"m-{uuid.uuid4().hex}",
+        "parts": [{"kind": "text", "text": "the report"}, *({"kind": "file", "file": f} for f in (sent, linked))],
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    task = host.http(host.dev_key).post("/v1/a2a", json=body).json()["result"]
+    assert task["status"]["state"] == "completed", task
+    sign_in(page, host, host.dev_key)
+    open_run(page, host, task["id"])
+    artifacts = page.locator("#artifacts")
+    expect(artifacts.locator(".file").first).to_contain_text("q3.bin — application/x-q3, 1.0 MiB", timeout=TIMEOUT_MS)
+    expect(artifacts.locator(".file").nth(1)).to_contain_text("https://files.example.com/signed.pdf (query hidden)")
+    expect(artifacts).not_to_contain_text("secret")
+    for where in (artifacts, page.locator("#input-files")):
+        with page.expect_download() as downloading:
+            where.get_by_role("button", name="Download q3.bin").click()
+        saved = downloading.value
+        assert saved.suggested_filename == "q3.bin"
+        assert hashlib.sha256(Path(saved.path()).read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()

@@ -46,6 +46,21 @@ export async function api(path, { method = "GET", body, signal } = {}) {
   return data;
 }
 
+/** Bytes the API serves (a run's file), as a Blob; refusals as for `api`. */
+export async function download(path) {
+  let response;
+  try {
+    response = await fetch(path, { cache: "no-store", credentials: "omit", redirect: "error", headers: headers() });
+  } catch {
+    throw new ApiError(0, "unreachable", "The host could not be reached. Check that it is running, then try again.");
+  }
+  if (!response.ok) {
+    const data = await response.json().catch(() => null);
+    throw new ApiError(response.status, data?.error ?? `http_${response.status}`, data?.message ?? `The host answered ${response.status}.`);
+  }
+  return response.blob();
+}
+
 let rpcId = 0;
 
 /** An A2A 0.3 JSON-RPC call on /v1/a2a (e.g. tasks/get for the task state and artifacts). */

@@ -1,10 +1,10 @@
 // One run: its status beside its A2A task state, what it waits for (and the answer form),
 // its inputs and outputs, nodes, artifacts, deliveries and every event, live over SSE.
 
-import { a2a, api, ApiError, followEvents } from "./api.js";
+import { a2a, api, ApiError, download, followEvents } from "./api.js";
 import { answerPanel } from "./answer.js";
 import { deliveryTable } from "./deliveries.js";
-import { announce, badge, every, fill, h, json, notice, time } from "./dom.js";
+import { announce, badge, every, fill, h, json, notice, safeUrl, time } from "./dom.js";
 
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 
@@ -32,6 +32,67 @@ function eventRow(event) {
   );
 }
 
+/** "512 bytes", "12.3 KiB", "1.0 MiB". */
+function sizeText(bytes) {
+  if (bytes < 1024) return `${bytes} bytes`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
+}
+
+/** Hand a Blob to the browser as a download named `name` (always as bytes: the page never renders it). */
+function save(blob, name) {
+  const url = URL.createObjectURL(new Blob([blob], { type: "application/octet-stream" }));
+  const link = h("a", { href: url, download: name || "file" });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+/**
+ * A file part, by reference: its name, media type and size, and a button that downloads it.
+ * `fetchBytes` gives its bytes (null for a file given by URI: the host keeps the URI and never fetches it).
+ */
+function fileItem(file, size, fetchBytes) {
+  const name = file.name ?? "(unnamed file)";
+  const facts = [file.mimeType ?? "no media type", size === null ? null : sizeText(size)].filter(Boolean).join(", ");
+  const item = h("div", { class: "file" }, h("strong", {}, name), ` — ${facts}`);
+  if (fetchBytes === null) {
+    item.append(h("p", { class: "help" }, "A link, kept as given (the host never fetches it): ", h("span", { class: "mono" }, safeUrl(file.uri))));
+    return item;
+  }
+  const button = h("button", { type: "button", class: "download", "aria-label": `Download ${name}` }, "Download");
+  button.addEventListener("click", async () => {
+    try {
+      save(await fetchBytes(), file.name);
+      announce(`${name} downloaded`);
+    } catch (error) {
+      announce(`Download failed: ${error.message}`);
+    }
+  });
+  item.append(" ", button);
+  return item;
+}
+
+/** The bytes of a 0.3 `file.bytes` (base64), and how many there are, without decoding them first. */
+function base64Size(text) {
+  const padding = text.endsWith("==") ? 2 : text.endsWith("=") ? 1 : 0;
+  return Math.floor(text.length / 4) * 3 - padding;
+}
+
+function artifactPart(part, label) {
+  if (part.kind === "text" || part.text !== undefined) return h("pre", { class: "json", tabindex: "0" }, part.text);
+  const file = part.file;
+  if (part.kind === "file" && file) {
+    if (typeof file.bytes === "string") {
+      const bytes = () => Promise.resolve(new Blob([Uint8Array.from(atob(file.bytes), (c) => c.charCodeAt(0))]));
+      return fileItem(file, base64Size(file.bytes), bytes);
+    }
+    return fileItem(file, null, null);
+  }
+  return json(part.data ?? part, label);
+}
+
 function artifactList(task) {
   const artifacts = task?.artifacts ?? [];
   if (!artifacts.length) return notice("empty", "No artifacts yet.");
@@ -44,9 +105,23 @@ function artifactList(task) {
         {},
         h("strong", {}, a.name ?? a.artifactId),
         a.description ? ` — ${a.description}` : "",
-        (a.parts ?? []).map((part) => (part.kind === "text" || part.text !== undefined ? h("pre", { class: "json", tabindex: "0" }, part.text) : json(part.data ?? part.file ?? part, `Artifact ${a.name ?? a.artifactId}`))),
+        (a.parts ?? []).map((part) => artifactPart(part, `Artifact ${a.name ?? a.artifactId}`)),
       ),
     ),
+  );
+}
+
+/** The files of the message that started the run: references the run keeps, each downloadable. */
+function inputFiles(run) {
+  const parts = run.inputs?.message?.parts ?? [];
+  const files = parts.filter((p) => p?.kind === "file" && p.file);
+  if (!files.length) return null;
+  const path = (blob) => `/v1/runs/${encodeURIComponent(run.runId)}/files/${encodeURIComponent(blob)}`;
+  return h(
+    "div",
+    { class: "files", id: "input-files" },
+    h("h3", {}, "Files"),
+    files.map(({ file }) => (typeof file.blob === "string" ? fileItem(file, file.size ?? null, () => download(path(file.blob))) : fileItem(file, null, null))),
   );
 }
 
@@ -147,7 +222,7 @@ export function runView(main, ctx, runId) {
         ? h("button", { type: "button", id: "cancel-run", class: "danger", onclick: () => dialog.open() }, "Cancel run…")
         : null,
     );
-    fill(inputs, json(run.inputs ?? {}, "Inputs")); // what it was started with; variables also hold node outputs
+    fill(inputs, json(run.inputs ?? {}, "Inputs"), inputFiles(run)); // what it was started with; variables also hold node outputs
     fill(outputs, run.outputs !== undefined ? json(run.outputs, "Outputs") : notice("empty", TERMINAL.has(run.status) ? "No outputs." : "No outputs yet."));
     fill(nodes, nodeTable(run, state.workflow));
     fill(artifacts, artifactList(state.task));
