@@ -16,6 +16,7 @@ import os
 import pickle
 import signal
 import socket
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -166,3 +167,64 @@ def _answer(sock: socket.socket) -> bytes:
     message = _writer._receive(sock)
     assert message is not None, "the writer loop closed the socket instead of answering"
     return message
+
+
+def test_the_jobs_a_dead_host_sent_are_written(tmp_path: Path) -> None:
+    """A host that dies with jobs on their way (the outbox's receipts among them) leaves them
+    written, as if it had died a moment later: else a delivery the receiver answered and the
+    host handed over would be sent again after the restart. Its outcomes go to nobody."""
+    path = tmp_path / "tether.db"
+    with contextlib.closing(connect(path)) as conn:
+        apply_migrations(conn)
+    host, process = socket.socketpair()
+    jobs = [(i, (_writes.claim_setting, (f"receipt-{i}", "delivered"), None)) for i in range(1, 4)]
+    # three messages, then the host's end closes: the writer reads a message, finds more waiting,
+    # and reaches the end before it has written any of them
+    host.sendall(b"".join(_writer._framed(_writer._jobs_message([job])) for job in jobs))
+    host.close()
+    serving = threading.Thread(target=_writer.serve, args=(process, path))
+    serving.start()
+    serving.join(timeout=30)
+    process.close()
+    assert not serving.is_alive(), "the writer loop did not end when the host's end closed"
+    with contextlib.closing(connect(path)) as conn:
+        written = conn.execute("SELECT name FROM host_settings WHERE name LIKE 'receipt-%' ORDER BY name").fetchall()
+    assert written == [("receipt-1",), ("receipt-2",), ("receipt-3",)]
+
+
+#: the writer is inside ``_held_write``; ``_held_write`` may go on
+_ENTERED, _RELEASE = threading.Event(), threading.Event()
+
+
+def _held_write(conn: sqlite3.Connection, name: str) -> str:
+    """A write that waits, inside the writer's batch, until the test lets it go."""
+    _ENTERED.set()
+    assert _RELEASE.wait(30)
+    return _writes.claim_setting(conn, name, "delivered")
+
+
+def test_a_host_that_dies_while_a_batch_is_written_still_gets_its_later_jobs_written(tmp_path: Path) -> None:
+    """The host dies while a batch is being written: the answer finds it gone, and the jobs it
+    had sent meanwhile are read and written all the same."""
+    path = tmp_path / "tether.db"
+    with contextlib.closing(connect(path)) as conn:
+        apply_migrations(conn)
+    _ENTERED.clear()
+    _RELEASE.clear()
+    host, process = socket.socketpair()
+    serving = threading.Thread(target=_writer.serve, args=(process, path))
+    serving.start()
+    try:
+        host.sendall(_writer._framed(_writer._jobs_message([(1, (_held_write, ("receipt-1",), None))])))
+        assert _ENTERED.wait(30), "the writer never started the first batch"
+        later = [(i, (_writes.claim_setting, (f"receipt-{i}", "delivered"), None)) for i in (2, 3)]
+        host.sendall(b"".join(_writer._framed(_writer._jobs_message([job])) for job in later))
+    finally:
+        host.close()  # dies before the first batch is answered
+        _RELEASE.set()
+    serving.join(timeout=30)
+    process.close()
+    assert not serving.is_alive(), "the writer loop did not end when the host's end closed"
+    with contextlib.closing(connect(path)) as conn:
+        written = conn.execute("SELECT name FROM host_settings WHERE name LIKE 'receipt-%' ORDER BY name").fetchall()
+    assert written == [("receipt-1",), ("receipt-2",), ("receipt-3",)]

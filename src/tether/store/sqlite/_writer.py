@@ -19,8 +19,9 @@ the host, whose other threads may hold SQLite's or Python's locks at the moment 
 It runs in a process group of its own (a terminal's Ctrl-C is the host's to handle) and
 ignores SIGINT and SIGTERM (a service manager may signal every process of the service): it
 ends when the host asks it to, after the jobs sent before, or when the socket closes
-because the host died; a batch it is writing then is committed whole or not at all, as at
-any crash.
+because the host died, after writing the jobs the host had sent (as if it had died a moment
+later; nobody learns their outcome). A batch it is writing when it dies itself is committed
+whole or not at all, as at any crash.
 """
 
 from __future__ import annotations
@@ -298,17 +299,24 @@ def main() -> None:
 
 
 def serve(sock: socket.socket, path: Path) -> None:
-    """Batches of jobs from ``sock``, written on one connection to ``path``, their outcomes sent back."""
+    """Batches of jobs from ``sock``, written on one connection to ``path``, their outcomes sent back.
+
+    Once the host is gone, the jobs it sent before are still written, unanswered, as if it had
+    died a moment later: among them the outbox's receipts, whose deliveries would otherwise be
+    sent again after the restart.
+    """
     conn = connect(path)
     try:
-        stop = False
-        while not stop:
+        answering = True  # until the host is gone
+        stop = ended = False
+        while not (stop or ended):
             jobs: list[tuple[int, Job]] = []
             refused: list[Answer] = []
             message = _receive(sock)
             while True:
                 if message is None:
-                    return  # the host is gone, and nobody waits for an outcome
+                    ended = True  # the host is gone and has nothing more to send
+                    break
                 if message == _STOP:
                     stop = True
                     break
@@ -316,18 +324,25 @@ def serve(sock: socket.socket, path: Path) -> None:
                 if len(jobs) >= _MAX_BATCH or not select.select([sock], [], [], 0)[0]:
                     break
                 message = _receive(sock)
-            try:
-                if refused:  # jobs that could not be read: answered at once, as a batch of none
-                    sock.sendall(_framed(_answers_message(0, refused)))
-                for start in range(0, len(jobs), _MAX_BATCH):
-                    part = jobs[start : start + _MAX_BATCH]
-                    outcomes = write_batch(conn, [job for _, job in part])
+            if refused and answering:  # jobs that could not be read: answered at once, as a batch of none
+                answering = _answer(sock, 0, refused)
+            for start in range(0, len(jobs), _MAX_BATCH):
+                part = jobs[start : start + _MAX_BATCH]
+                outcomes = write_batch(conn, [job for _, job in part])
+                if answering:
                     answers = [(sequence, result, error) for (sequence, _), (result, error) in zip(part, outcomes)]
-                    sock.sendall(_framed(_answers_message(len(part), answers)))
-            except OSError:
-                return  # the host is gone
+                    answering = _answer(sock, len(part), answers)
     finally:
         conn.close()
+
+
+def _answer(sock: socket.socket, size: int, answers: list[Answer]) -> bool:
+    """Send a batch's outcomes to the host; False when it is gone."""
+    try:
+        sock.sendall(_framed(_answers_message(size, answers)))
+    except OSError:
+        return False
+    return True
 
 
 def _receive(sock: socket.socket) -> bytes | None:
