@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -17,7 +17,8 @@ from tether.egress.guard import EgressGuard, EgressPolicy
 from tether.egress.outbox import OutboxWorker, RetrySchedule
 from tether.egress.transport import build_egress_client, make_ssl_context
 from tether.secrets import SecretBox
-from tether.store.base import Commit, EventRow, Fanout, PushConfigRow, RunRow, WebhookRow
+from tether.store.base import Attempt, Commit, EventRow, Fanout, PushConfigRow, RunRow, WebhookRow
+from tether.store.fanout import push_stream_task
 from tether.store.sqlite import SqliteStore
 
 BOX = SecretBox(b"k" * 32)
@@ -533,3 +534,72 @@ async def _until_async(condition: Callable[[], Awaitable[bool]], timeout: float 
     async with asyncio.timeout(timeout):
         while not await condition():
             await asyncio.sleep(0.01)
+
+
+class _FirstWriteHeld(SqliteStore):
+    """The real store, but its first write of outcomes waits, as a write does behind a busy disk."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.first_write_started = asyncio.Event()
+        self.release_first_write = asyncio.Event()
+        self._writes = 0
+
+    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+        self._writes += 1
+        if self._writes == 1:
+            self.first_write_started.set()
+            await self.release_first_write.wait()
+        await super().record_attempts(attempts)
+
+
+async def test_a_receipt_is_written_while_an_earlier_write_still_commits(tmp_path: Path) -> None:
+    """A receipt (the receiver's 2xx) is written as soon as it comes, not after the write before
+    it: one write at a time held it in memory meanwhile, and a crash then sent it again."""
+    async with _FirstWriteHeld(tmp_path / "t.db") as store:
+        for task in ("ta", "tb"):
+            await store.commit(
+                Commit(
+                    run=RunRow(task, "default", "echo", "running", -1, {}, clock.now_iso(), clock.now_iso()),
+                    events=[],
+                    expected_sequence=None,
+                )
+            )
+            await _push_config(store, task, token=f"tok-{task}")
+            await _enqueue_push(store, task, 0, final=True)
+
+        async def handler(request: httpx.Request) -> httpx.Response:
+            if request.headers["X-A2A-Notification-Token"] == "tok-tb":
+                await store.first_write_started.wait()  # tb is answered while ta's receipt is being written
+            return httpx.Response(204)
+
+        def delivered(task: str) -> Callable[[], Awaitable[bool]]:
+            async def probe() -> bool:
+                return any(
+                    push_stream_task(row.stream_key) == task for row in await store.list_deliveries(None, "delivered")
+                )
+
+            return probe
+
+        worker = _worker(store, handler)
+        worker_task = asyncio.create_task(worker.run())
+        try:
+            for _ in range(500):
+                if await delivered("tb")():
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("tb's receipt waited for the write before it")
+            assert not await delivered("ta")(), "ta's write is still held"
+            store.release_first_write.set()
+            for _ in range(500):
+                if await delivered("ta")():
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("ta's receipt was never written")
+        finally:
+            store.release_first_write.set()
+            worker_task.cancel()
+            await asyncio.gather(worker_task, return_exceptions=True)
+            await worker.client.aclose()

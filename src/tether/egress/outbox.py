@@ -10,9 +10,9 @@ It sleeps until the next due time or a wake-up: an idle outbox costs nothing.
 It is a pipeline, not a loop of batches: a feeder claims due stream heads while there is
 room, each delivery is sent as soon as its destination has a free slot (``_destinations``:
 per-destination concurrency and backoff, so a slow receiver holds only its own slots),
-and a recorder writes the outcomes that have piled up while the previous write committed,
-in one store write. Batches of 64 that waited for their slowest member, one write per
-attempt and a new TLS connection per delivery kept it near 50 deliveries/s.
+and a recorder writes outcomes as they come: each write takes every outcome waiting, and
+the next one starts while it commits. Batches of 64 that waited for their slowest member,
+one write per attempt and a new TLS connection per delivery kept it near 50 deliveries/s.
 
 Traces on, each attempt is a client span in the trace of the run it reports on
 (``_traces``), and the request carries that span's ``traceparent``, so the receiver's work
@@ -186,13 +186,17 @@ class OutboxWorker:
     """Owns the outbox's sending side for one process.
 
     Parameters:
-        concurrency: sends at once to one destination (host and port).
+        concurrency: sends at once to one destination (host and port). A crash re-sends those
+            of them the receiver had answered, so it also bounds what one receiver gets again.
         capacity: deliveries held at once, all destinations together (sending, waiting for a
             slot, or waiting for their outcome to be written).
         owner: this host's name in delivery claims (several hosts on one PostgreSQL).
         fallback: on a shared store, look at least this often (other hosts enqueue too).
         claim_seconds: how long a claimed delivery is this host's; past it another host may
             send it (at least once), so it is well above the longest exchange.
+        recording: outcome writes in flight at once (None: no bound). An outcome waits only
+            for a free write, never for the writes before it to commit: a receipt (the
+            receiver's 2xx) the store does not have yet when the host dies is sent again.
     """
 
     def __init__(
@@ -207,6 +211,7 @@ class OutboxWorker:
         owner: str = "local",
         fallback: float | None = None,
         claim_seconds: float = 60.0,
+        recording: int | None = None,
         push_body: PushBody = as_stored,
         webhook_body: WebhookBody = webhook_as_stored,
     ) -> None:
@@ -224,6 +229,7 @@ class OutboxWorker:
         self.schedule = schedule
         self._capacity = capacity
         self._claim_seconds = claim_seconds
+        self._recording = recording
         self._destinations = Destinations(concurrency)
         self._wake = asyncio.Event()
         #: claimed deliveries whose outcome is not written yet
@@ -377,11 +383,34 @@ class OutboxWorker:
         return Attempt(row.delivery_id, status, attempts, clock.iso(next_at), outcome.error, clock.iso(now))
 
     async def _record(self) -> None:
-        """Write outcomes in batches: all that piled up while the previous write committed."""
-        while True:
-            batch = [await self._outcomes.get()]
-            while len(batch) < _RECORD and not self._outcomes.empty():
-                batch.append(self._outcomes.get_nowait())
+        """Write outcomes as they come: each write takes every outcome waiting and starts at
+        once (or when a write is free, if ``recording`` bounds them), while others commit.
+
+        One write at a time made each outcome wait for the write before it to commit, then for
+        its own: under load, receipts spent most of their unwritten time in this queue, and a
+        crash sent them all again.
+        """
+        free = asyncio.Semaphore(self._recording) if self._recording is not None else None
+        writes: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                first = await self._outcomes.get()
+                if free is not None:
+                    await free.acquire()
+                batch = [first]
+                while len(batch) < _RECORD and not self._outcomes.empty():
+                    batch.append(self._outcomes.get_nowait())
+                write = asyncio.create_task(self._write(batch, free))
+                writes.add(write)
+                write.add_done_callback(writes.discard)
+        finally:
+            for write in writes:
+                write.cancel()
+            await asyncio.gather(*writes, return_exceptions=True)
+
+    async def _write(self, batch: list[Attempt], free: asyncio.Semaphore | None) -> None:
+        """One store write of ``batch``, retried until it is written; then its deliveries are let go."""
+        try:
             while True:
                 try:
                     await self.store.record_attempts(batch)
@@ -391,9 +420,12 @@ class OutboxWorker:
                 except Exception:
                     log.exception("the outbox could not record %d attempts; retrying in 1 s", len(batch))
                     await asyncio.sleep(1.0)
-            for attempt in batch:
-                self._held.discard(attempt.delivery_id)
-            self._wake.set()
+        finally:
+            if free is not None:
+                free.release()
+        for attempt in batch:
+            self._held.discard(attempt.delivery_id)
+        self._wake.set()
 
     async def _send(
         self, row: DeliveryRow, subscription: _Subscription | object = _UNREAD, span: Span | None = None

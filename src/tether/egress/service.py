@@ -59,6 +59,10 @@ def build_egress(
         RetrySchedule.parse(settings.push_retry_schedule),
         owner=owner,
         fallback=settings.fallback_poll_seconds if store.shared else None,
+        # outcome writes at once: SQLite's writer process puts every write waiting into one
+        # transaction, so they go as they come; on PostgreSQL each takes a pooled connection,
+        # and four at most leave the pool to the requests
+        recording=4 if store.shared else None,
         push_body=push_body,
         webhook_body=webhook_body,
     )
