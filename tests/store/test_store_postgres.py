@@ -399,3 +399,20 @@ async def test_lease_bookkeeping_commits_unflushed_and_leaves_the_session_synchr
         assert await conn.fetchval("SHOW synchronous_commit") == "on"
     finally:
         await conn.close()
+
+
+async def test_recording_attempts_commits_unflushed_and_leaves_the_session_synchronous(postgres_dsn: str) -> None:
+    # a receipt is unrecorded until its write's commit returns, and a crash of the host meanwhile
+    # sends it again; a lost commit (the database server's crash) only sends it again too, so the
+    # commit need not wait for the WAL flush. The settings must end with the transaction: a session
+    # left asynchronous would acknowledge the host's real writes before they are durable
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        async with conn.transaction():
+            await conn.execute(Q["attempts_settings"])
+            assert await conn.fetchval("SHOW synchronous_commit") == "off"
+            assert await conn.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
+        assert await conn.fetchval("SHOW synchronous_commit") == "on"
+        assert await conn.fetchval("SHOW plan_cache_mode") == "auto"
+    finally:
+        await conn.close()

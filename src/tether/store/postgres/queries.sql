@@ -345,6 +345,16 @@ SELECT LEAST(
 -- A host starting again ($1, its stable name) drops the claims its previous life held.
 UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = $1;
 
+-- name: attempts_settings
+-- Before recording attempts, for their transaction only: plan them for the outbox as it is now
+-- (a plan cached while it was empty reads it whole, a seq scan of the backlog per batch, until
+-- the table is next analyzed), and commit without waiting for the WAL flush. A receipt (the
+-- receiver's 2xx) is unrecorded until the commit returns, and a crash of the host meanwhile
+-- sends it again; the host's crash cannot undo a commit the server has, and the server's own
+-- crash loses at most its last fraction of a second of outcomes, which are then sent again,
+-- with the same webhook-id, as at least once allows.
+SELECT set_config('plan_cache_mode', 'force_custom_plan', true), set_config('synchronous_commit', 'off', true);
+
 -- name: lock_attempt_runs
 -- Before recording attempts ($1 delivery ids): hold the runs they belong to, ordered, against
 -- a commit that would enqueue behind one of them meanwhile (it updates the run row first), so
@@ -356,7 +366,11 @@ ORDER BY r.run_id FOR SHARE OF r;
 -- name: record_attempts
 -- The outcomes of many attempts in one statement, which ends their claims; a final push that
 -- is delivered or dead no longer needs its config's credentials, so they are dropped in the
--- same statement. Returns the streams whose head is done, for promote_heads.
+-- same statement, and the oldest pending row of each stream whose head is done heads it now.
+-- The statement sees the rows it records as they were (pending): they are left out of that
+-- choice by id. (Only a stream's head is ever claimed, so a stream has one row here at most.)
+-- One statement, not three: a receipt is unrecorded for as long as it takes, and each round
+-- trip waits for the host's event loop.
 -- ($1 delivery ids, $2 statuses, $3 attempts, $4 next_attempt_at, $5 last_error, $6 now: arrays)
 WITH attempt AS (
     UPDATE outbox SET status = a.status, attempts = a.attempts, next_attempt_at = a.next_attempt_at,
@@ -370,15 +384,13 @@ WITH attempt AS (
     FROM attempt
     WHERE attempt.done AND attempt.kind = 'a2a-push' AND attempt.final
       AND push_configs.task_id = split_part(attempt.stream_key, ':', 2) AND push_configs.config_id = attempt.target_id
+), next_head AS (
+    SELECT DISTINCT ON (p.stream_key) p.delivery_id FROM outbox p
+    WHERE p.stream_key IN (SELECT stream_key FROM attempt WHERE done) AND p.status = 'pending'
+      AND p.delivery_id <> ALL($1::text[])
+    ORDER BY p.stream_key, p.sequence, p.delivery_id
 )
-SELECT DISTINCT stream_key FROM attempt WHERE done;
-
--- name: promote_heads
--- The oldest pending row of each stream ($1) whose head is done heads it now.
-UPDATE outbox SET head = TRUE
-FROM (SELECT DISTINCT ON (p.stream_key) p.delivery_id FROM outbox p
-      WHERE p.stream_key = ANY($1::text[]) AND p.status = 'pending'
-      ORDER BY p.stream_key, p.sequence, p.delivery_id) AS next_head
+UPDATE outbox SET head = TRUE FROM next_head
 WHERE outbox.delivery_id = next_head.delivery_id AND NOT outbox.head;
 
 -- name: list_deliveries

@@ -433,17 +433,15 @@ class PostgresStore:
         await self._execute("release_claims", owner)
 
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
-        """Store many outcomes in one transaction: the runs held against a racing enqueue, one
-        multi-row UPDATE, then the next head of every stream whose head is done."""
+        """Store many outcomes in one transaction: the runs held against a racing enqueue, then
+        one statement that records them and moves every finished stream's head on."""
         if not attempts:
             return
         ids = [a.delivery_id for a in attempts]
         async with self._transaction("writing") as conn:
-            # planned for the outbox as it is now: a plan cached while it was empty reads it whole
-            # (a seq scan of the backlog per batch) until the table is next analyzed
-            await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+            await conn.execute(Q["attempts_settings"])  # planned afresh, committed unflushed
             await conn.execute(Q["lock_attempt_runs"], ids)
-            done = await conn.fetch(
+            await conn.execute(
                 Q["record_attempts"],
                 ids,
                 [a.status for a in attempts],
@@ -452,8 +450,6 @@ class PostgresStore:
                 [a.last_error for a in attempts],
                 [a.now for a in attempts],
             )
-            if done:
-                await conn.execute(Q["promote_heads"], [row[0] for row in done])
 
     async def record_attempt(
         self, delivery_id: str, *, status: str, attempts: int, next_attempt_at: str, last_error: str | None, now: str
