@@ -73,7 +73,11 @@ class Receiver:
 
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 length = int(self.headers.get("Content-Length", "0"))
-                received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length))
+                body = self.rfile.read(length)
+                if len(body) < length:  # the sender went away mid-request (a host killed): no request
+                    self.close_connection = True
+                    return
+                received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 status, headers = receiver._answer(received)
                 self.send_response(status)
                 for name, value in headers.items():

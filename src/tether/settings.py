@@ -30,6 +30,7 @@ class Settings:
     egress_allow_cidrs: tuple[str, ...] = ()
     egress_ca_bundle: Path | None = None
     push_retry_schedule: str = "5s,30s,2m,10m,1h,4h,12h"
+    delivery_concurrency: int = 16  # deliveries in flight at once to one receiver; a crash may re-send them
     webhook_max_attempts: int = 4  # OpenWOP v2 webhooks: attempts at a delivery, then it is dead-lettered
     webhook_first_retry: float = 1.0  # seconds before a v2 webhook's first retry; each later one waits twice as long
     push_body: str = "status"  # "status": a TaskStatusUpdateEvent; "task": the full Task

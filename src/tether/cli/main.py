@@ -289,6 +289,15 @@ def main() -> None:
     help="Extra trusted CAs (PEM) for receivers with a private certificate.",
 )
 @click.option(
+    "--delivery-concurrency",
+    type=click.IntRange(1, 256),
+    default=16,
+    show_default=True,
+    help="Deliveries (pushes, webhooks, callbacks) in flight at once to one receiver (host and port). A crash "
+    "sends again those the receiver had answered but the host had not recorded: about this many per busy "
+    "receiver (docs/operations.md).",
+)
+@click.option(
     "--push-retry-schedule",
     default="5s,30s,2m,10m,1h,4h,12h",
     show_default=True,

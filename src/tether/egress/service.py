@@ -59,6 +59,7 @@ def build_egress(
         RetrySchedule.parse(settings.push_retry_schedule),
         owner=owner,
         fallback=settings.fallback_poll_seconds if store.shared else None,
+        concurrency=settings.delivery_concurrency,
         # outcome writes at once: SQLite's writer process puts every write waiting into one
         # transaction, so they go as they come; on PostgreSQL each takes a pooled connection,
         # and four at most leave the pool to the requests
