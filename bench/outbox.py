@@ -65,6 +65,9 @@ class OutboxProfile:
     compare_rounds: int
 
 
+#: the legs of the scenario, in the order they run (``--outbox-legs`` picks some)
+LEGS = ("burst_webhook_1", "burst_webhook_10", "burst_push_1", "burst_push_10", "sustained", "backlog")
+
 FULL = OutboxProfile(20_000, 5_000, 500, 60.0, 50_000, 5, 10_000, 2_000, 2)
 QUICK = OutboxProfile(100, 20, 50, 1.0, 200, 1, 200, 50, 1)
 
@@ -342,8 +345,11 @@ class OutboxScenario:
         compare_src: Path | None = None,
         receiver_workers: int = 1,
         spy: Path | None = None,
+        legs: tuple[str, ...] = (),
     ) -> None:
         self.launcher = launcher
+        #: the legs to run (``LEGS``), every one when empty
+        self.legs = legs or LEGS
         self.workdir = workdir / "outbox"
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.profile = profile
@@ -596,27 +602,35 @@ class OutboxScenario:
                 entry: dict[str, Any] = {}
                 if self.compare_src is not None:
                     entry["compare"] = self.compare(name)
-                entry["burst_webhook_1"] = self.measure(
-                    name, "burst-w1", receivers=1, kind="webhook", count=p.burst_webhooks
-                )
-                entry["burst_webhook_10"] = self.measure(
-                    name, "burst-w10", receivers=10, kind="webhook", count=p.burst_webhooks
-                )
-                entry["burst_push_1"] = self.measure(name, "burst-p1", receivers=1, kind="push", count=p.burst_pushes)
-                entry["burst_push_10"] = self.measure(
-                    name, "burst-p10", receivers=10, kind="push", count=p.burst_pushes
-                )
-                entry["sustained"] = self.measure(
-                    name,
-                    "sustained",
-                    receivers=1,
-                    kind="mixed",
-                    count=int(p.sustained_rate * p.sustained_s),
-                    rate=p.sustained_rate,
-                )
-                entry["sustained"]["offered_rate"] = p.sustained_rate
-                entry["sustained"]["offered_s"] = p.sustained_s
-                entry["backlog"] = self.backlog(name)
+                if "burst_webhook_1" in self.legs:
+                    entry["burst_webhook_1"] = self.measure(
+                        name, "burst-w1", receivers=1, kind="webhook", count=p.burst_webhooks
+                    )
+                if "burst_webhook_10" in self.legs:
+                    entry["burst_webhook_10"] = self.measure(
+                        name, "burst-w10", receivers=10, kind="webhook", count=p.burst_webhooks
+                    )
+                if "burst_push_1" in self.legs:
+                    entry["burst_push_1"] = self.measure(
+                        name, "burst-p1", receivers=1, kind="push", count=p.burst_pushes
+                    )
+                if "burst_push_10" in self.legs:
+                    entry["burst_push_10"] = self.measure(
+                        name, "burst-p10", receivers=10, kind="push", count=p.burst_pushes
+                    )
+                if "sustained" in self.legs:
+                    entry["sustained"] = self.measure(
+                        name,
+                        "sustained",
+                        receivers=1,
+                        kind="mixed",
+                        count=int(p.sustained_rate * p.sustained_s),
+                        rate=p.sustained_rate,
+                    )
+                    entry["sustained"]["offered_rate"] = p.sustained_rate
+                    entry["sustained"]["offered_s"] = p.sustained_s
+                if "backlog" in self.legs:
+                    entry["backlog"] = self.backlog(name)
             except srv.Skipped as skip:
                 entry = {"skipped": str(skip)}
             out[name] = entry

@@ -509,6 +509,7 @@ class Bench:
             compare_src=self.args.outbox_compare,
             receiver_workers=self.args.receiver_workers,
             spy=self.results_dir if self.args.profile else None,
+            legs=self.args.outbox_leg_list,
         )
         result = scenario.run(names, skipped)
         for name in names:
@@ -662,6 +663,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(e.g. the src/ of a checkout of the pre-pipeline commit), taking turns with this build",
     )
     parser.add_argument(
+        "--outbox-legs",
+        help=f"outbox scenario: comma-separated legs, from: {', '.join(outbox.LEGS)} (default: all); "
+        "e.g. backlog alone measures the drain rate",
+    )
+    parser.add_argument(
         "--receiver-workers",
         type=int,
         default=1,
@@ -685,6 +691,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for s in args.scenario_list:
         if s not in SCENARIOS:
             parser.error(f"unknown scenario {s!r}; choose from {', '.join(SCENARIOS)}")
+    args.outbox_leg_list = tuple(s for s in (args.outbox_legs or "").split(",") if s)
+    for s in args.outbox_leg_list:
+        if s not in outbox.LEGS:
+            parser.error(f"unknown outbox leg {s!r}; choose from {', '.join(outbox.LEGS)}")
     for s in args.server_list:
         if s not in srv.SERVERS:
             parser.error(f"unknown server {s!r}; choose from {', '.join(srv.SERVERS)}")
