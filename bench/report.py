@@ -39,7 +39,7 @@ def _rps(result: dict[str, Any], scenario: str, server: str, c: int) -> float | 
 def _target(
     tid: str, what: str, value: float | None, threshold: float, *, op: str, unit: str, detail: str = ""
 ) -> dict[str, Any]:
-    passed = None if value is None else (value >= threshold if op == ">=" else value < threshold)
+    passed = None if value is None else {">=": value >= threshold, "<=": value <= threshold}.get(op, value < threshold)
     return {
         "id": tid,
         "what": what,
@@ -182,6 +182,7 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         )
     )
     out += outbox_targets(result)
+    out += crash_targets(result)
     return out
 
 
@@ -261,6 +262,33 @@ def outbox_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
             t["pass"] = False
             t["detail"] += f"; only {leg.get('delivered'):,} of {leg.get('expected'):,} delivered"
     return out
+
+
+#: issue 24: a SIGKILL under load re-sends at most this many deliveries on average, with this many in flight
+CRASH_RESENT, CRASH_IN_FLIGHT = 2, 2
+
+
+def crash_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 24's crash target, for Tether on SQLite: re-sent per kill with few deliveries in flight."""
+    legs = _get(result, "scenarios", "crash", TETHER) or {}
+    leg = legs.get(f"concurrency_{CRASH_IN_FLIGHT}") or {}
+    default = legs.get("concurrency_16") or {}
+    detail = f"{leg.get('kills')} kills" if leg else ""
+    if default:
+        detail += f"; at the default 16 in flight: {default.get('per_kill')} per kill"
+    target = _target(
+        "crash-resent-per-kill",
+        f"crash: SIGKILL under load with --delivery-concurrency {CRASH_IN_FLIGHT}, re-sent per kill ≤ {CRASH_RESENT}",
+        leg.get("per_kill"),
+        CRASH_RESENT,
+        op="<=",
+        unit="",
+        detail=detail,
+    )
+    if leg and leg.get("complete") is False:  # a delivery lost fails it whatever the count
+        target["pass"] = False
+        target["detail"] += "; not every delivery arrived"
+    return [target]
 
 
 #: issue 13: A2A 1.0 is done when SendMessage and GetTask are within 10 % of 0.3 in the same run
@@ -602,6 +630,8 @@ def markdown(result: dict[str, Any]) -> str:
 
     if scen.get("outbox"):
         lines += outbox_markdown(scen["outbox"])
+    if scen.get("crash"):
+        lines += crash_markdown(scen["crash"])
 
     lines += [
         "",
@@ -720,6 +750,33 @@ def outbox_markdown(box: dict[str, Any]) -> list[str]:
         if rounds:
             cells = ", ".join(f"{r['build']} {_fmt(r.get('deliveries_per_s'), 0)}/s" for r in rounds)
             lines.append(f"Compared with `{box[name]['compare']['src']}` on {name}, taking turns: {cells}.")
+    return lines
+
+
+def crash_markdown(crash: dict[str, Any]) -> list[str]:
+    """The crash scenario's table: per Tether and deliveries in flight, what each kill re-sent."""
+    lines = [
+        "",
+        "## Crash: SIGKILL under load, deliveries sent again per kill",
+        "",
+        "(each re-sent request charged to the first kill after the request it repeats; the receipt's age at the "
+        "kill is how long the host had had its 2xx without recording it, kill latency included)",
+        "",
+        "| server | in flight per receiver | kills | deliveries | re-sent per kill (max) | receipt's age at the kill "
+        "p50 / max | every delivery arrived |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, legs in crash.items():
+        if "skipped" in legs:
+            lines.append(f"| {name} | skipped: {legs['skipped']} | | | | | |")
+            continue
+        for leg in legs.values():
+            age = leg.get("received_before_the_kill_ms") or {}
+            lines.append(
+                f"| {name} | {leg.get('concurrency')} | {leg.get('kills')} | {leg.get('distinct', 0):,} | "
+                f"**{_fmt(leg.get('per_kill'), 2)}** ({leg.get('per_kill_max')}) | {_fmt(age.get('p50'))} / "
+                f"{_fmt(age.get('max'))} ms | {'yes' if leg.get('complete') else '**no**'} |"
+            )
     return lines
 
 

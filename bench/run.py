@@ -46,13 +46,14 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
+import crash  # noqa: E402
 import loadgen  # noqa: E402
 import outbox  # noqa: E402
 import report  # noqa: E402
 import servers as srv  # noqa: E402
 import streams  # noqa: E402
 
-SCENARIOS = ("send", "get", "send10", "get10", "stream", "resubscribe", "restart", "rest", "outbox")
+SCENARIOS = ("send", "get", "send10", "get10", "stream", "resubscribe", "restart", "rest", "outbox", "crash")
 DEFAULT_SERVERS = ("tether-sqlite", "tether-postgres", "sdk-memory", "sdk-sqlite", "bare")
 GATED = "approval-gated"
 #: what every good answer holds, per rpc.lua method (tab-separated substrings): 0.3's task state, or
@@ -521,6 +522,25 @@ class Bench:
                 entry.setdefault("status", "ok")
         self.result["scenarios"]["outbox"] = result
 
+    def scenario_crash(self) -> None:
+        # SIGKILLs under load: what each costs a receiver in deliveries sent twice (own processes and stores)
+        names = [n for n in self.args.server_list if srv.SERVERS[n].durable and srv.SERVERS[n].stack == "uvicorn"]
+        skipped = {
+            n: self.result["servers"][n]["reason"]
+            for n in names
+            if self.result["servers"].get(n, {}).get("status") == "skipped"
+        }
+        scenario = crash.CrashScenario(self.launcher, self.workdir, crash.QUICK if self.args.quick else crash.FULL)
+        result = scenario.run(names, skipped)
+        for name in names:
+            entry = self.result["servers"].setdefault(name, {"label": srv.SERVERS[name].label})
+            if "skipped" in result[name]:
+                entry.setdefault("status", "skipped")
+                entry.setdefault("reason", result[name]["skipped"])
+            else:
+                entry.setdefault("status", "ok")
+        self.result["scenarios"]["crash"] = result
+
     # restart and rest (own processes, own stores) ------------------------------------------
 
     def scenario_restart_and_rest(self, restart: bool, rest: bool) -> None:
@@ -783,6 +803,8 @@ def main(argv: list[str] | None = None) -> int:
             bench.scenario_restart_and_rest(restart, rest)
         if "outbox" in args.scenario_list:
             bench.scenario_outbox()
+        if "crash" in args.scenario_list:
+            bench.scenario_crash()
         ok = True
     finally:
         bench.launcher.close()

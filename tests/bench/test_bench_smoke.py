@@ -28,7 +28,7 @@ BUDGET_S = 150
 #: a PostgreSQL URL nothing listens on: the smoke checks the slot's skip path, not PostgreSQL
 NO_POSTGRES = "postgresql://postgres@127.0.0.1:1/postgres"
 RUN = ROOT / "bench" / "run.py"
-SCENARIOS = {"send", "get", "send10", "get10", "stream", "resubscribe", "restart", "rest", "outbox"}
+SCENARIOS = {"send", "get", "send10", "get10", "stream", "resubscribe", "restart", "rest", "outbox", "crash"}
 TARGET_IDS = {
     "send-vs-sdk-memory",
     "send-vs-sdk-sqlite",
@@ -46,6 +46,7 @@ TARGET_IDS = {
     "outbox-sustained-p99",
     "outbox-backlog-drain",
     "outbox-vs-compared",
+    "crash-resent-per-kill",
 }
 OUTBOX_LEGS = ("burst_webhook_1", "burst_webhook_10", "burst_push_1", "burst_push_10", "sustained", "backlog")
 
@@ -180,6 +181,13 @@ def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
         assert result["latency_ms"]["n"] == result["delivered"] and result["latency_ms"]["p50"] >= 0, leg
     assert outbox["tether-sqlite"]["backlog"]["receipt_rate_per_s"] > 0
 
+    crash = scenarios["crash"]
+    assert crash["tether-postgres"]["skipped"] == postgres["reason"]
+    for leg in crash["tether-sqlite"].values():
+        # every delivery arrived after the kills, and each re-sent one was charged to a kill
+        assert leg["complete"] and leg["kills"] == len(leg["per_kill_counts"]) > 0, leg
+        assert leg["distinct"] > 0 and leg["without_a_kill"] == 0 and leg["per_kill"] >= 0, leg
+
     targets = {t["id"]: t for t in report["targets"]}
     assert set(targets) == TARGET_IDS
     for tid in (
@@ -193,6 +201,7 @@ def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
         "outbox-one-receiver",
         "outbox-sustained-p99",
         "outbox-backlog-drain",
+        "crash-resent-per-kill",
     ):
         assert targets[tid]["pass"] in (True, False), f"{tid} was not judged: {targets[tid]}"
     for tid in ("send-postgres-vs-sqlite", "get-postgres-vs-sqlite"):  # PostgreSQL was skipped: not judged
