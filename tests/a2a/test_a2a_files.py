@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a_wire import WORKFLOWS, error, get_task, message, result, run_events, send, stream, task_record
+from a2a_wire import WORKFLOWS, error, get_task, message, run_events, send, stream, task_record
 from a2a_wire10 import post10, result10, stream10
 from backends import suite_host
 from harness import Host
@@ -102,10 +102,8 @@ def assert_content_free(http: httpx.Client, task_id: str, data: bytes) -> None:
     snapshot = http.get(f"/v1/runs/{task_id}").json()
     assert encoded not in json.dumps(snapshot), "the run snapshot holds no bytes"
     sent = snapshot["inputs"]["message"]["parts"][1]
-    assert sent == {
-        "kind": "file",
-        "file": {"blob": f"sha256:{sha(data)}", "size": len(data), "name": "q3.bin", "mimeType": "application/octet-stream"},
-    }
+    reference = {"blob": f"sha256:{sha(data)}", "size": len(data), "name": "q3.bin"}
+    assert sent == {"kind": "file", "file": {**reference, "mimeType": "application/octet-stream"}}
     assert snapshot["inputs"]["message"]["parts"][2] == parts03(data)[2], "a URI is kept as the URI"
     record = task_record(http, task_id)
     assert set(record) <= {"taskId", "runId", "contextId", "state", "updatedAt", "interruptKind", "pushConfig"}

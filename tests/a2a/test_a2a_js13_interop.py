@@ -9,6 +9,8 @@ ProtoJSON shapes on the wire (a2a-v1.0-wire §3), since the SDK's parsers tolera
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 import uuid
@@ -321,3 +323,32 @@ def test_handoff_survives_disconnect_and_restart(node: NodeProject, host: HostPr
     assert (events[-1]["case"], events[-1]["state"]) == ("statusUpdate", "TASK_STATE_COMPLETED")
     assert _state(result["final"]) == "TASK_STATE_COMPLETED"
     _one_run_started(host, key, handed["id"])
+
+
+def _echoed_as_read(parts: list[dict[str, Any]], sha256: str) -> None:
+    """What the SDK read of echo's artifact: the text, the file's bytes (by sha256), the URL."""
+    assert parts == [
+        {"text": "the Q3 report"},
+        {"raw": sha256, "filename": "q3.bin", "mediaType": "application/x-q3"},
+        {"url": "https://files.example.com/q3/signed.pdf", "filename": "signed.pdf", "mediaType": "application/pdf"},
+    ], parts
+
+
+@pytest.mark.process  # SIGKILL
+def test_a_file_round_trips_through_echo_from_get_the_stream_and_a_restart(
+    node: NodeProject, host: HostProcess, key: str
+) -> None:
+    doc = drive(node, host, key, "files", size=1024 * 1024 + 7)
+    result = doc["result"]
+    assert result["states"] == ["TASK_STATE_COMPLETED"] * 2
+    for read in result["read"].values():
+        _echoed_as_read(read, result["sha256"])
+    (get,) = _calls(doc, "GetTask")
+    raw = get["response"]["result"]["artifacts"][0]["parts"][1]["raw"]
+    assert hashlib.sha256(base64.b64decode(raw)).hexdigest() == result["sha256"], "the wire itself, byte for byte"
+    host.kill()
+    host.start()
+    again = drive(node, host, key, "filesAgain", taskIds=result["taskIds"])["result"]["read"]
+    assert [r["state"] for r in again] == ["TASK_STATE_COMPLETED"] * 2
+    for read in again:
+        _echoed_as_read(read["parts"], result["sha256"])

@@ -10,6 +10,9 @@ holds a field outside the 1.0 proto fails even though the SDK's lenient parser a
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import random
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -271,3 +274,42 @@ def test_hand_off_survives_a_restart_then_is_approved(driver: Sdk13, host: HostP
     assert state(driver.call("get", id=task_id)) == COMPLETED
     started = [e for e in run_events(host.http(key), task_id) if e["type"] == "run.started"]
     assert len(started) == 1, started
+
+
+def _file_parts(data: bytes) -> list[dict[str, Any]]:
+    """About 1 MiB of bytes and a file by URI, as ProtoJSON writes them (what echo must answer with)."""
+    return [
+        {"raw": base64.b64encode(data).decode(), "filename": "q3.bin", "mediaType": "application/x-q3"},
+        {"url": "https://files.example.com/q3/signed.pdf", "filename": "signed.pdf", "mediaType": "application/pdf"},
+    ]
+
+
+def _echoed(task: dict[str, Any], data: bytes) -> None:
+    """The task's artifact is the message as sent: text, the bytes (sha256 compared), the URL."""
+    assert state(task) == COMPLETED, task["status"]
+    text, sent, linked = task["artifacts"][0]["parts"]
+    raw = sent.pop("raw")
+    assert text == {"text": "the Q3 report"}
+    assert hashlib.sha256(base64.b64decode(raw)).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert sent == {"filename": "q3.bin", "mediaType": "application/x-q3"}
+    assert linked == _file_parts(data)[1]
+
+
+@pytest.mark.process  # SIGKILL
+def test_a_file_round_trips_through_echo_from_get_the_stream_and_a_restart(
+    driver: Sdk13, host: HostProcess, key: str
+) -> None:
+    data = random.Random(13).randbytes(1024 * 1024 + 5)
+    connect(driver, host, key)
+    sent = send(driver, text="the Q3 report", files=_file_parts(data))
+    _echoed(sent, data)
+    _echoed(driver.call("get", id=sent["id"]), data)
+    streamed = driver.call("send", text="the Q3 report", files=_file_parts(data))["events"]  # the SDK's default
+    [update] = [e["artifactUpdate"] for e in streamed if "artifactUpdate" in e]
+    _echoed({"status": {"state": COMPLETED}, "artifacts": [update["artifact"]]}, data)
+    streamed_id = streamed[0]["task"]["id"]
+    driver.call("disconnect")
+    host.restart()  # SIGKILL, then the same store
+    connect(driver, host, key)
+    for task_id in (sent["id"], streamed_id):
+        _echoed(driver.call("get", id=task_id), data)

@@ -7,6 +7,9 @@ so a value the SDK's models would tolerate but the spec forbids still fails here
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import random
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,6 +20,9 @@ from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientJSONRPCError
 from a2a.types import (
     DataPart,
+    FilePart,
+    FileWithBytes,
+    FileWithUri,
     Message,
     Part,
     Role,
@@ -35,6 +41,7 @@ from schemas import a2a_validator
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 Update = TaskStatusUpdateEvent | TaskArtifactUpdateEvent | None
+FILE_URI = "https://files.example.com/q3/signed.pdf"
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -220,3 +227,53 @@ async def test_hand_off_disconnect_restart_then_approve_by_message(host: HostPro
     assert changes == [(TaskState.input_required, None), (TaskState.working, False), (TaskState.completed, True)]
     started = [e for e in run_events(host.http(key), handed.id) if e["type"] == "run.started"]
     assert len(started) == 1
+
+
+def _file_message(data: bytes) -> Message:
+    """Text, about 1 MiB of bytes, and a file by URI: what echo must answer with, part for part."""
+    return Message(
+        role=Role.user,
+        message_id=f"sdk-{uuid.uuid4()}",
+        parts=[
+            Part(root=TextPart(text="the Q3 report")),
+            Part(
+                root=FilePart(
+                    file=FileWithBytes(bytes=base64.b64encode(data).decode(), name="q3.bin", mime_type="x/q3")
+                )
+            ),
+            Part(root=FilePart(file=FileWithUri(uri=FILE_URI, name="signed.pdf", mime_type="application/pdf"))),
+        ],
+    )
+
+
+def _echoed(task: Task, data: bytes) -> None:
+    """The task's one artifact is the message as sent: text, the bytes (sha256 compared), the URI."""
+    assert task.status.state == TaskState.completed and task.artifacts, task.status
+    text, sent, linked = (part.root for part in task.artifacts[0].parts)
+    assert text == TextPart(text="the Q3 report")
+    assert isinstance(sent, FilePart) and isinstance(sent.file, FileWithBytes)
+    assert (sent.file.name, sent.file.mime_type) == ("q3.bin", "x/q3")
+    assert hashlib.sha256(base64.b64decode(sent.file.bytes)).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert isinstance(linked, FilePart) and linked.file == FileWithUri(
+        uri=FILE_URI, name="signed.pdf", mime_type="application/pdf"
+    )
+
+
+@pytest.mark.process  # SIGKILL
+async def test_a_file_round_trips_through_echo_from_get_the_stream_and_a_restart(host: HostProcess, key: str) -> None:
+    data = random.Random(26).randbytes(1024 * 1024 + 3)
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+        sdk = Sdk(host, key, http)
+        sent = await sdk.send(_file_message(data))
+        _echoed(sent, data)
+        client = await sdk.client()
+        _echoed(_checked(await client.get_task(TaskQueryParams(id=sent.id))), data)
+        streamed = await sdk.stream(_file_message(data))
+        [update] = [u for _, u in streamed if isinstance(u, TaskArtifactUpdateEvent)]
+        _echoed(streamed[-1][0], data)
+        assert update.artifact.parts == streamed[-1][0].artifacts[0].parts  # type: ignore[index]
+    host.restart()  # SIGKILL, then the same store
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+        client = await Sdk(host, key, http).client()
+        for task_id in (sent.id, streamed[-1][0].id):
+            _echoed(_checked(await client.get_task(TaskQueryParams(id=task_id))), data)

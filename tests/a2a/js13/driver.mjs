@@ -11,6 +11,7 @@
 // Prints one JSON document: {scenario, client, result, wire}; on an unexpected error,
 // {scenario, client, error, wire} and exit code 1. Expected A2A errors are results: {name, code, reason, message}.
 
+import { createHash } from "node:crypto";
 import { ClientFactory, ClientFactoryOptions } from "@a2a-js/sdk/client";
 import { Role, Task, TaskState, StreamResponse, ListTasksResponse, TaskPushNotificationConfig } from "@a2a-js/sdk";
 
@@ -118,6 +119,35 @@ function userMessage({ text, data, taskId, contextId, skill } = {}) {
     extensions: [],
     referenceTaskIds: [],
   };
+}
+
+// args.size bytes (every byte value, the same every run), a file of them and a file by URL, after a text
+const FILE_URL = "https://files.example.com/q3/signed.pdf";
+function fileBytes() {
+  const bytes = Buffer.alloc(args.size);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7919 + 13) % 256;
+  return bytes;
+}
+const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
+
+function fileMessage(bytes) {
+  const message = userMessage({ text: "the Q3 report" });
+  message.parts.push(
+    { content: { $case: "raw", value: bytes }, metadata: undefined, filename: "q3.bin", mediaType: "application/x-q3" },
+    { content: { $case: "url", value: FILE_URL }, metadata: undefined, filename: "signed.pdf", mediaType: "application/pdf" },
+  );
+  return message;
+}
+
+// What the SDK read of an artifact's parts: text as is, a file's bytes by their sha256, a URL as is.
+function partsRead(parts) {
+  return parts.map((p) => {
+    const content = p.content;
+    const read = { filename: p.filename, mediaType: p.mediaType };
+    if (content.$case === "raw") return { raw: sha256(content.value), ...read };
+    if (content.$case === "url") return { url: content.value, ...read };
+    return { [content.$case]: content.value };
+  });
 }
 
 function request(message, configuration = {}) {
@@ -309,6 +339,35 @@ const scenarios = {
       afterDelete: afterDelete.configs.map(pnc),
       gone,
     };
+  },
+
+  // A file of args.size bytes and one by URL to echo: read back from the send, GetTask and a stream.
+  async files(client) {
+    const bytes = fileBytes();
+    const sent = await sendTask(client, fileMessage(bytes));
+    const got = await client.getTask({ tenant: "", id: sent.id });
+    let streamedId = null;
+    let streamedParts = null;
+    await collect(client.sendMessageStream(request(fileMessage(bytes))), async (item, event) => {
+      if (item.case === "task") streamedId = event.payload.value.id;
+      if (item.case === "artifactUpdate") streamedParts = partsRead(event.payload.value.artifact.parts);
+    });
+    return {
+      sha256: sha256(bytes),
+      taskIds: [sent.id, streamedId],
+      states: [stateName(sent), stateName(got)],
+      read: { sent: partsRead(sent.artifacts[0].parts), got: partsRead(got.artifacts[0].parts), streamed: streamedParts },
+    };
+  },
+
+  // After a restart: the tasks args.taskIds, read again.
+  async filesAgain(client) {
+    const read = [];
+    for (const id of args.taskIds) {
+      const task = await client.getTask({ tenant: "", id });
+      read.push({ state: stateName(task), parts: partsRead(task.artifacts[0].parts) });
+    }
+    return { read };
   },
 
   // The hand-off: send a gated task, print it and leave (the process exits: the disconnect).

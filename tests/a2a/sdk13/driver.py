@@ -307,11 +307,14 @@ def _dict(message: ProtoMessage) -> dict[str, Any]:
 
 
 def user_message(args: dict[str, Any]) -> a2a_pb2.Message:
-    """A ROLE_USER message from ``text``, ``data``, ``skill``, ``task_id``, ``context_id``, ``message_id``."""
+    """A ROLE_USER message from ``text``, ``files`` (parts in ProtoJSON: ``raw`` base64 or ``url``, with
+    ``filename`` and ``mediaType``), ``data``, ``skill``, ``task_id``, ``context_id``, ``message_id``."""
     msg = a2a_pb2.Message(role=a2a_pb2.ROLE_USER, message_id=args.get("message_id") or f"sdk13-{uuid.uuid4()}")
     if args.get("text") is not None:
         msg.parts.add(text=args["text"])
-    if args.get("data") is not None or args.get("text") is None:
+    for file in args.get("files") or ():
+        json_format.ParseDict(file, msg.parts.add())
+    if args.get("data") is not None or (args.get("text") is None and not args.get("files")):
         part = msg.parts.add()
         json_format.ParseDict({"data": args.get("data") or {}}, part)
     if args.get("task_id"):
