@@ -7,6 +7,8 @@ message that started it, sent again, must start a new task.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -17,6 +19,7 @@ from backends import Hosts
 from harness import HostProcess, cli, create_key, wait_until
 from inproc import InProcessHost
 from prometheus_client.parser import text_string_to_metric_families
+from store_rows import row_counts
 
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
 
@@ -190,3 +193,55 @@ def test_purge_compares_before_as_an_instant_in_any_offset_and_precision(start_h
         refused = http.post("/v1/runs:purge", json={"before": bad, "dryRun": True})
         assert refused.status_code == 400 and "before" in refused.text, refused.text
     assert http.get(f"/v1/runs/{run_id}").status_code == 200, "dry runs and refusals purge nothing"
+
+
+def _file_message(message_id: str, skill: str, *files: bytes) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"kind": "text", "text": "keep these a while"}]
+    parts += [{"kind": "file", "file": {"bytes": base64.b64encode(f).decode(), "name": "f.bin"}} for f in files]
+    return {**_message(message_id, skill), "parts": parts}
+
+
+def test_a_purge_takes_a_finished_runs_files_and_leaves_those_a_live_run_refers_to(
+    start_host: Hosts[InProcessHost],
+) -> None:
+    host = start_host("--task-retention", "0")
+    key = host.dev_key
+    assert key
+    http = host.http(key)
+    own, shared, live_only = b"only the finished run's", b"both runs'", b"only the live run's"
+
+    def sent(skill: str, *files: bytes) -> dict[str, Any]:
+        body = {"message": _file_message(f"m-{uuid.uuid4()}", skill, *files)}
+        answer = http.post("/v1/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": body})
+        result: dict[str, Any] = answer.json()["result"]
+        return result
+
+    finished = sent("echo", own, shared)
+    assert finished["status"]["state"] == "completed"
+    waiting = sent("approval-gated", shared, live_only)
+    assert waiting["status"]["state"] == "input-required"
+    assert row_counts(host, ("blobs", "run_blobs")) == {"blobs": 3, "run_blobs": 4}
+
+    def file(run_id: str, data: bytes) -> int:
+        return http.get(f"/v1/runs/{run_id}/files/sha256:{hashlib.sha256(data).hexdigest()}").status_code
+
+    before = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+    env = {"url": host.url, "key": key}
+    done = cli("runs", "purge", "--before", before, "--url", env["url"], "--key", key, data_dir=host.data_dir)
+    assert "purged 1 run(s)" in done.stdout
+    assert _gone(http, finished["id"])
+    assert row_counts(host, ("blobs", "run_blobs")) == {"blobs": 2, "run_blobs": 2}, "the finished run's own file went"
+    assert file(waiting["id"], shared) == file(waiting["id"], live_only) == 200, "the live run's files stay"
+
+    reply = {
+        **_message(f"m-{uuid.uuid4()}"),
+        "taskId": waiting["id"],
+        "parts": [{"kind": "data", "data": {"action": "accept"}}],
+    }
+    answer = http.post(
+        "/v1/a2a", json={"jsonrpc": "2.0", "id": 2, "method": "message/send", "params": {"message": reply}}
+    )
+    assert answer.json()["result"]["status"]["state"] == "completed"
+    later = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+    cli("runs", "purge", "--before", later, "--url", env["url"], "--key", key, data_dir=host.data_dir)
+    assert row_counts(host, ("blobs", "run_blobs")) == {"blobs": 0, "run_blobs": 0}
