@@ -105,9 +105,11 @@ def stored_inline(value: Any) -> tuple[Any, list[Blob]]:
     """``value`` with every file part that carries its bytes inline (``file.bytes``, base64) made a
     reference to a blob, and those blobs: what a node's outputs become before they are an event.
 
-    A value with no such part is returned as it is (the same object). ValueError names the
-    first part whose bytes are not base64.
+    A value with no such part is returned as it is (the same object); one with some, as a
+    copy. ValueError names the first part whose bytes are not base64.
     """
+    if not any(isinstance(part["file"].get("bytes"), str) for part in file_parts(value)):
+        return value, []  # the usual case, found without copying anything
     blobs: list[Blob] = []
 
     def walk(item: Any) -> Any:
@@ -126,11 +128,9 @@ def stored_inline(value: Any) -> tuple[Any, list[Blob]]:
                     mime if isinstance(mime, str) else None,
                     item.get("metadata") if isinstance(item.get("metadata"), dict) else None,
                 )
-            changed = {key: walk(sub) for key, sub in item.items()}
-            return changed if any(changed[k] is not item[k] for k in item) else item
+            return {key: walk(sub) for key, sub in item.items()}
         if isinstance(item, list):
-            changed_list = [walk(sub) for sub in item]
-            return changed_list if any(a is not b for a, b in zip(changed_list, item)) else item
+            return [walk(sub) for sub in item]
         return item
 
     return walk(value), blobs

@@ -8,6 +8,8 @@ restarts) must leave one consistent history.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,7 @@ from tether.engine.registry import WorkflowRegistry, bundled_workflows
 from tether.engine.state import fold
 from tether.engine.workflow import load_workflow
 from tether.errors import Conflict, Unprocessable
+from tether.files import Blob
 from tether.store.base import RunRow
 from tether.store.sqlite import SqliteStore
 from tether.types import TERMINAL, Principal
@@ -138,6 +141,47 @@ async def _assert_consistent(env: Env, run_id: str) -> tuple[RunRow, list[Doc]]:
 
 def _types(docs: list[Doc]) -> list[str]:
     return [d["type"] for d in docs]
+
+
+# --- files a node makes ------------------------------------------------------------------------------
+
+MADE = base64.b64encode(b"made by a node").decode()
+TEST_WORKFLOWS += [
+    _workflow(
+        f"make-file-{name}",
+        [
+            _node(
+                "make",
+                "vendor.tether.template",
+                config={
+                    "outputs": {"message": {"parts": [{"kind": "file", "file": {"bytes": raw, "name": "out.txt"}}]}}
+                },
+            )
+        ],
+        [],
+    )
+    for name, raw in (("ok", MADE), ("bad", "not base64!"))
+]
+
+
+async def test_a_file_a_node_writes_inline_is_a_blob_committed_with_its_event(env: Env) -> None:
+    run_id = await env.create("make-file-ok")
+    row = await env.status(run_id, "completed")
+    _, docs = await _assert_consistent(env, run_id)
+    assert MADE not in json.dumps(docs) and MADE not in json.dumps(row.state), (
+        "the bytes are in no event, nor the state"
+    )
+    [part] = row.state["outputs"]["message"]["parts"]
+    blob = Blob.of(b"made by a node")
+    assert part == {"kind": "file", "file": {"blob": blob.digest, "size": blob.size, "name": "out.txt"}}
+    assert await env.store.read_blobs(run_id, [blob.digest]) == {blob.digest: blob.data}
+
+
+async def test_a_file_a_node_writes_that_is_not_base64_fails_the_node(env: Env) -> None:
+    run_id = await env.create("make-file-bad")
+    row = await env.status(run_id, "failed")
+    error = row.state["nodeStates"]["make"]["error"]
+    assert error["code"] == "node_execution_failed" and "not standard base64" in error["message"], error
 
 
 # --- the state is the fold of the log -------------------------------------------------------------
