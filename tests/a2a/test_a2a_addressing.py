@@ -169,3 +169,20 @@ def test_a_1_0_jsonrpc_body_typed_as_something_else_is_32005_and_writes_nothing(
     served = http.post("/v1/a2a", headers={"content-type": "text/plain"}, content=json.dumps(legacy)).json()
     check_response("message/send", served)
     assert served["result"]["status"]["state"] == "completed"
+
+
+def test_a_body_over_the_limit_is_413_in_each_bindings_own_shape(start_host: Any) -> None:
+    host: Host = start_host("--max-body-bytes", "1024", "--a2a-file-message-bytes", "1024")
+    limit = 1024 + 4 * -(-1024 // 3)  # the A2A body limit admits a message's files as base64
+    assert host.dev_key
+    http = host.http(host.dev_key)
+    big = {"message": user10("x" * (limit + 1), skill="echo")}
+    refused = http.post(f"{REST}/message:send", headers=V10, json=big)
+    error = _status_error(refused, 413, "INVALID_REQUEST")
+    assert error["status"] == "INVALID_ARGUMENT" and str(limit) in error["message"]
+    assert error["details"][0]["metadata"] == {"maxBodyBytes": str(limit)}
+    # the JSON-RPC endpoint, with or without its slash, answers a JSON-RPC error at 413
+    for path in ("/v1/a2a", "/v1/a2a/"):
+        rpc = http.post(path, headers=V10, json=_call("SendMessage", big))
+        assert rpc.status_code == 413 and rpc.json()["error"]["code"] == -32600, rpc.text
+    assert _task_count(http) == 0

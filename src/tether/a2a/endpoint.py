@@ -192,7 +192,11 @@ class RpcEndpoint:
             except _TooLarge:
                 too_large = True
         if too_large:
-            await self._send(send, head.trace, 413, too_large_body(RPC_PATH, self.limit), close=True)
+            if rest:
+                status, refusal, headers = rest10.status_error(rest10.BodyTooLarge(self.limit))
+                await self._send(send, head.trace, status, refusal, close=True, extra=headers)
+            else:
+                await self._send(send, head.trace, 413, too_large_body(RPC_PATH, self.limit), close=True)
             return
         a2a: A2ASurface = self.app.state.a2a
         # who is calling comes first: a caller without a valid key learns nothing else (not the versions served)

@@ -22,6 +22,7 @@ import orjson
 from tether.a2a.jsonrpc import (
     ContentTypeNotSupported,
     InvalidParams,
+    InvalidRequest,
     JSONParseError,
     MethodNotFound,
     RpcError,
@@ -32,6 +33,7 @@ from tether.types import INT32_MAX
 __all__ = [
     "ERROR_MEDIA_TYPE",
     "MEDIA_TYPE",
+    "BodyTooLarge",
     "BodyTypeNotSupported",
     "NotAllowed",
     "Route",
@@ -120,6 +122,18 @@ class BodyTypeNotSupported(ContentTypeNotSupported):
     status table's 400 (its class's)."""
 
     http_status = 415
+
+
+class BodyTooLarge(InvalidRequest):
+    """A body over the host's limit: HTTP 413, in this binding's Status shape (the JSON-RPC endpoint answers
+    the same refusal as a -32600 error)."""
+
+    http_status = 413
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the request body is larger than this host's limit of {limit} bytes", data={"maxBodyBytes": limit}
+        )
 
 
 def _find(verb: str, path: str) -> Routed | None | tuple[str, ...]:
