@@ -358,3 +358,30 @@ def test_retries_widen_as_advertised_then_the_dead_letter_is_read_and_gone_with_
     )
     assert gone["error"] == never["error"]
     assert http.delete(f"/webhooks/{project(paged['webhookId'])}").status_code == 204
+
+
+def test_one_subscribers_failures_neither_hold_back_its_neighbour_nor_stretch_its_retries(
+    http: httpx.Client, rx: Receiver, answers: Answers
+) -> None:
+    """Two subscriptions on one receiver host: one's endpoint answers 500 to everything (the host is up and says
+    so for that path only), the other's 204. The healthy one is not made to wait behind the failing one's pause,
+    and a second failing subscription keeps the advertised 1 s, 2 s, 4 s retries instead of the first one's
+    grown pause (the v2 suite registers its subscriptions on one receiver, one after another)."""
+    failing, healthy = _path("fail"), _path("ok")
+    for path, tag in ((failing, "neighbour-a"), (healthy, "neighbour-b")):
+        _register(http, rx.url(path), ["run.completed"], tags=[tag])
+    for _ in range(3):  # three failing deliveries in a row: a pause of the whole host would have grown to 2 s
+        wait_status(http, create(http, tags=["neighbour-a"])["runId"], "completed")
+    wait_until(lambda: len(answers.at(failing)) >= 6, timeout=30, what="the failing subscriber's attempts")
+    started = time.monotonic()
+    wait_status(http, create(http, tags=["neighbour-b"])["runId"], "completed")
+    wait_until(lambda: answers.at(healthy) or None, timeout=10, what="the healthy subscriber's delivery")
+    assert answers.at(healthy)[0] - started < 1.5, "the healthy subscriber did not wait out its neighbour's pause"
+
+    second = _path("fail")
+    _register(http, rx.url(second), ["run.completed"], tags=["neighbour-c"])
+    wait_status(http, create(http, tags=["neighbour-c"])["runId"], "completed")
+    wait_until(lambda: len(answers.at(second)) >= 3 or None, timeout=30, what="three attempts of the second")
+    arrivals = answers.at(second)
+    gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:], strict=False)]
+    assert 0.8 < gaps[0] < 2.0 and 1.6 < gaps[1] < 3.5, f"the advertised ladder, not a neighbour's pause: {gaps}"

@@ -42,7 +42,7 @@ import orjson
 from cryptography.exceptions import InvalidTag
 
 from tether import clock, tracing
-from tether.egress._destinations import Destination, Destinations
+from tether.egress._destinations import HOST_FAILURES, Destination, Destinations
 from tether.egress._traces import DeliveryTraces
 from tether.egress.signing import sign_webhook
 from tether.egress.transport import EgressClient
@@ -318,7 +318,8 @@ class OutboxWorker:
         """Send ``row`` when its destination has a slot, or put it off while that one is busy."""
         self._held.add(row.delivery_id)
         destination = self._destinations.of(row.url)
-        later = destination.busy_until(asyncio.get_running_loop().time())
+        now_mono = asyncio.get_running_loop().time()
+        later = self._destinations.paused_until((row.kind, row.target_id), now_mono) or destination.busy_until(now_mono)
         if later is not None:
             wait = later - asyncio.get_running_loop().time()
             now = clock.now()
@@ -351,10 +352,15 @@ class OutboxWorker:
             raise
         finally:
             destination.load -= 1
+        now = asyncio.get_running_loop().time()
         if outcome.delivered:
-            destination.succeeded(asyncio.get_running_loop().time())
+            destination.succeeded(now)
+            self._destinations.subscriber_succeeded((row.kind, row.target_id))
         elif outcome.receiver_failed:
-            destination.failed(asyncio.get_running_loop().time())
+            if outcome.status is None or outcome.status in HOST_FAILURES:
+                destination.failed(now)
+            else:  # the host answered, for this subscriber's endpoint: only it waits
+                self._destinations.subscriber_failed((row.kind, row.target_id), now)
         attempt = self._attempt(row, outcome)
         self._outcomes.put_nowait(attempt)
         if self.on_attempt is not None:
