@@ -183,6 +183,19 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     )
     out += outbox_targets(result)
     out += crash_targets(result)
+    for r in major_ratios(result):
+        if r["server"] == TETHER:
+            out.append(
+                _target(
+                    f"openwop-v2-{'get' if r['operation'].startswith('GET') else 'create'}",
+                    f"OpenWOP {r['operation']} at v2 within 10 % of v1 (Tether on SQLite, c=32)",
+                    r["ratio"],
+                    WITHIN,
+                    op=">=",
+                    unit="×",
+                    detail=f"v1 {r['v1_rps']} req/s, v2 {r['v2_rps']} req/s, median of {r['turns']} turns each",
+                )
+            )
     return out
 
 
@@ -338,6 +351,50 @@ def version_ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: issue 25: OpenWOP v2 is done when GET and POST a run are within 10 % of v1 in the same run (and ``WITHIN``)
+MAJOR_OPS = (("get", "GET a run"), ("create", "POST a run"))
+
+
+def _median(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else None
+
+
+def major_ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each OpenWOP operation at major 2 beside major 1 on one server, in this run: the median good answers/s
+    of the turns each major took (``within``: v2 / v1 at least 0.9), and the server's CPU per answer in each."""
+    out = []
+    for server, entry in (_get(result, "scenarios", "openwop") or {}).items():
+        for op, label in MAJOR_OPS:
+            turns = {major: entry.get(f"{major}-{op}") or [] for major in ("v1", "v2")}
+            rps = {m: _median([float(r["rps"]) for r in runs if r.get("requests")]) for m, runs in turns.items()}
+            cpu = {
+                m: _median(
+                    [
+                        r["server_cpu_pct"] / 100 / r["rps"] * 1e6
+                        for r in runs
+                        if r.get("rps") and r.get("server_cpu_pct")
+                    ]
+                )
+                for m, runs in turns.items()
+            }
+            ratio = _ratio(rps["v2"], rps["v1"])
+            out.append(
+                {
+                    "server": server,
+                    "operation": label,
+                    "turns": len(turns["v2"]),
+                    "v1_rps": rps["v1"],
+                    "v2_rps": rps["v2"],
+                    "ratio": ratio,
+                    "within": None if ratio is None else ratio >= WITHIN,
+                    "v1_cpu_us": None if cpu["v1"] is None else round(cpu["v1"], 1),
+                    "v2_cpu_us": None if cpu["v2"] is None else round(cpu["v2"], 1),
+                }
+            )
+    return out
+
+
 GRANIAN = "-granian"
 #: the request/response scenarios and their methods, for the two stacks side by side
 STACK_SCENARIOS = (("send", "message/send"), ("get", "tasks/get"), ("send10", "SendMessage"), ("get10", "GetTask"))
@@ -488,6 +545,26 @@ def markdown(result: dict[str, Any]) -> str:
         for label, scenario, key in rows:
             cells = [_status_cell(result, s) or _wrk_cell(_get(scen, scenario, s, key)) for s in servers]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    majors = major_ratios(result)
+    if majors:
+        lines += [
+            "",
+            "## OpenWOP v2 beside v1 (Tether, same server, same runs, taking turns): median good answers/s",
+            "",
+            "`GET /v1/runs/{id}` and `GET /runs/{tenant}~2F{id}` read the same runs; `POST /v1/runs` and `POST /runs` "
+            "each start an echo run. Issue 25's bound: v2 within 10 % of v1 (v2 / v1 ≥ 0.9).",
+            "",
+            "| operation | server | turns | v1 | v2 | v2 / v1 | server CPU per answer, v1 → v2 |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in majors:
+            verdict = "–" if r["ratio"] is None else f"**{r['ratio']:.2f}**" + ("" if r["within"] else " ⚠")
+            label = result["servers"].get(r["server"], {}).get("label", r["server"])
+            lines.append(
+                f"| {r['operation']} c=32 | {label} | {r['turns']} | {_fmt(r['v1_rps'], 0)} | {_fmt(r['v2_rps'], 0)} | "
+                f"{verdict} | {_fmt(r['v1_cpu_us'])} → {_fmt(r['v2_cpu_us'])} µs |"
+            )
 
     ratios = version_ratios(result)
     if ratios:

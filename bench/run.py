@@ -53,7 +53,19 @@ import report  # noqa: E402
 import servers as srv  # noqa: E402
 import streams  # noqa: E402
 
-SCENARIOS = ("send", "get", "send10", "get10", "stream", "resubscribe", "restart", "rest", "outbox", "crash")
+SCENARIOS = (
+    "send",
+    "get",
+    "send10",
+    "get10",
+    "openwop",
+    "stream",
+    "resubscribe",
+    "restart",
+    "rest",
+    "outbox",
+    "crash",
+)
 DEFAULT_SERVERS = ("tether-sqlite", "tether-postgres", "sdk-memory", "sdk-sqlite", "bare")
 GATED = "approval-gated"
 #: what every good answer holds, per rpc.lua method (tab-separated substrings): 0.3's task state, or
@@ -62,6 +74,11 @@ _STATE_10 = '"status":{"state":"TASK_STATE_COMPLETED"'
 EXPECT = {
     "send": "completed",
     "get": "completed",
+    # OpenWOP REST (rpc.lua replaces the path): a run read, a run made, at each major
+    "v1-get": '"runId"',
+    "v2-get": '"runId":"default/',
+    "v1-create": '"runId"',
+    "v2-create": '"runId":"default/',
     "send10": '"result":{"task":{"id":\t' + _STATE_10,
     "get10": '"result":{"id":\t' + _STATE_10,
 }
@@ -87,10 +104,11 @@ class Profile:
     rest_window_s: float
     idle_window_s: float
     quiet_s: float  # before each wrk run, wait up to this long for the machine to be quiet
+    turns: int = 3  # openwop: measured runs of each major, taking turns (v1, v2, v1, v2, ...)
 
 
 FULL = Profile("full", 2, 6, (1, 32, 256), 32, 500, 200, 20, 200, (100, 1000), 3, (1000, 10000), 3.0, 10.0, 3.0, 30.0)
-QUICK = Profile("quick", 0, 1, (1, 32, 256), 32, 20, 10, 2, 10, (10, 50), 1, (20, 100), 0.3, 1.0, 0.5, 0.0)
+QUICK = Profile("quick", 0, 1, (1, 32, 256), 32, 20, 10, 2, 10, (10, 50), 1, (20, 100), 0.3, 1.0, 0.5, 0.0, 1)
 
 
 def log(message: str) -> None:
@@ -406,6 +424,39 @@ class Bench:
                 )
             out[name] = {f"c{c}": result, "tasks": count}
         self.result["scenarios"][scenario] = out
+
+    # OpenWOP REST at both majors -----------------------------------------------------------
+
+    def scenario_openwop(self) -> None:
+        """``GET`` a run and ``POST`` a run through OpenWOP v1 (``/v1/runs``) and v2 (``/runs``), the same runs read
+        at both majors, the two majors taking turns so that a slower machine slows both alike."""
+        out: dict[str, Any] = {}
+        c = self.profile.get_concurrency
+        for name in [n for n in self.running if self.running[n].slot.durable]:
+            server = self.running[name]
+            bodies = [
+                {"workflowId": "echo", "inputs": {"prompt": f"openwop {i}"}} for i in range(self.profile.get_tasks)
+            ]
+            answers = streams.run(_post_many(server.url + "/v1/runs", server.headers(), bodies, 32))
+            ids_file = self.workdir / f"{name}-run-ids.txt"
+            ids_file.write_text("\n".join(a["runId"] for a in answers) + "\n")
+            entry: dict[str, Any] = {"runs": len(answers)}
+            log(f"openwop: {name} ({len(answers)} runs)")
+            with self.under_load(name):
+                for op in ("get", "create"):
+                    for major in ("v1", "v2"):  # warm both before either is measured
+                        if self.profile.warmup_s:
+                            self.wrk(name, f"{major}-{op}", c, self.profile.warmup_s, ids_file)
+                    for _ in range(self.profile.turns):
+                        for major in ("v1", "v2"):
+                            result = self.wrk(name, f"{major}-{op}", c, self.profile.measure_s, ids_file)
+                            entry.setdefault(f"{major}-{op}", []).append(result)
+                            log(
+                                f"openwop: {name} {major} {op} c={c}: {result['rps']:.0f} req/s, "
+                                f"p99 {result['p99_ms']} ms, failed {result['failed']}"
+                            )
+            out[name] = entry
+        self.result["scenarios"]["openwop"] = out
 
     # message/stream ----------------------------------------------------------------------
 
@@ -781,7 +832,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     ok = False
     try:
-        live = ("send", "get", "send10", "get10", "stream", "resubscribe")
+        live = ("send", "get", "send10", "get10", "openwop", "stream", "resubscribe")
         live_scenarios = [s for s in args.scenario_list if s in live]
         if live_scenarios:
             bench.start_servers(args.server_list)
@@ -790,6 +841,7 @@ def main(argv: list[str] | None = None) -> int:
                 "get": bench.scenario_get,
                 "send10": lambda: bench.scenario_send("send10"),
                 "get10": lambda: bench.scenario_get("get10"),
+                "openwop": bench.scenario_openwop,
                 "stream": bench.scenario_stream,
                 "resubscribe": bench.scenario_resubscribe,
             }
@@ -812,6 +864,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.result["meta"]["complete"] = ok
         bench.result["targets"] = report.targets(bench.result)
         bench.result["a2a_1_0_vs_0_3"] = report.version_ratios(bench.result)
+        bench.result["openwop_v2_vs_v1"] = report.major_ratios(bench.result)
         bench.result["uvicorn_vs_granian"] = report.stack_ratios(bench.result)
         out.write_text(json.dumps(bench.result, indent=2) + "\n")
         markdown = report.markdown(bench.result)

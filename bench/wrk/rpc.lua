@@ -9,6 +9,10 @@
 --         get  : tasks/get, cycling through the task ids in ids-file (one per line)
 --         send10, get10 : the same in A2A 1.0 (SendMessage, GetTask in ProtoJSON, with the
 --                header A2A-Version: 1.0)
+--         v1-get, v2-get : OpenWOP REST, GET one run, cycling through the run ids in ids-file:
+--                GET /v1/runs/<id>, or at major 2 GET /runs/default~2F<id> (the same run, bound)
+--         v1-create, v2-create : OpenWOP REST, POST /v1/runs or POST /runs, an echo run each
+--                (the URL's path is replaced by these; a good answer is 200 for a get, 201 for a create)
 -- key     the Authorization bearer token, or "-" for none
 -- expect  substrings every good response body holds, separated by tabs (e.g. "completed");
 --         any other answer (HTTP error, JSON-RPC error, wrong state) counts as a failure
@@ -31,13 +35,14 @@ local ids = {}
 local counter = 0
 failures = 0
 first_failure = ""
+good_status = 200
 
 function init(args)
   method = args[1] or "send"
   key = args[2] or "-"
   nonce = args[3] or tostring(os.time())
   for part in string.gmatch(args[4] or '"result"', "[^\t]+") do table.insert(expect, part) end
-  if method == "get" or method == "get10" then
+  if method == "get" or method == "get10" or method == "v1-get" or method == "v2-get" then
     local f = assert(io.open(args[5], "r"), "ids file")
     for line in f:lines() do
       if #line > 0 then table.insert(ids, line) end
@@ -49,10 +54,23 @@ function init(args)
   headers = { ["Content-Type"] = "application/json" }
   if key ~= "-" then headers["Authorization"] = "Bearer " .. key end
   if method == "send10" or method == "get10" then headers["A2A-Version"] = "1.0" end
+  if method == "v2-get" or method == "v2-create" then headers["OpenWOP-Version"] = "2.0" end
+  good_status = (method == "v1-create" or method == "v2-create") and 201 or 200
+end
+
+local create_body = '{"workflowId":"echo","inputs":{"prompt":"hello bench"}}'
+
+local function openwop()
+  if method == "v1-create" then return wrk.format("POST", "/v1/runs", headers, create_body) end
+  if method == "v2-create" then return wrk.format("POST", "/runs", headers, create_body) end
+  local id = ids[(counter % #ids) + 1]
+  if method == "v1-get" then return wrk.format("GET", "/v1/runs/" .. id, headers) end
+  return wrk.format("GET", "/runs/default~2F" .. id, headers)
 end
 
 function request()
   counter = counter + 1
+  if string.sub(method, 1, 1) == "v" then return openwop() end
   local body
   if method == "send" then
     body = '{"jsonrpc":"2.0","id":' .. counter .. ',"method":"message/send","params":{"message":'
@@ -80,7 +98,7 @@ local function expected(body)
 end
 
 function response(status, hdrs, body)
-  if status ~= 200 or not expected(body) or string.find(body, '"error":', 1, true) then
+  if status ~= good_status or not expected(body) or string.find(body, '"error":', 1, true) then
     failures = failures + 1
     if first_failure == "" then first_failure = status .. " " .. string.sub(body, 1, 300) end
   end

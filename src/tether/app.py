@@ -26,7 +26,7 @@ from types import FrameType
 from typing import NoReturn
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 from tether import __version__, tracing
 from tether.a2a import routes as a2a_routes
@@ -55,6 +55,7 @@ from tether.engine.run_feed import RunFeed
 from tether.engine.workflow import load_workflow_file
 from tether.http import errors, openapi
 from tether.http.middleware import BodyLimit, DateHeader, TraceparentEcho
+from tether.http.routing import Kind
 from tether.ids import new_id
 from tether.openwop import discovery, events, interrupts, runs, webhooks, workflows
 from tether.openwop import watch as runs_watch
@@ -67,7 +68,7 @@ from tether.openwop.v2 import interrupts as v2_interrupts
 from tether.openwop.v2 import runs as v2_runs
 from tether.openwop.v2 import webhooks as v2_webhooks
 from tether.openwop.v2.catalog import catalog_router
-from tether.openwop.versions import MajorSelection
+from tether.openwop.versions import MajorSelection, major_of
 from tether.openwop.webhooks import webhook_fanout
 from tether.ops.health import Check, HealthEndpoints, Readiness
 from tether.ops.logs import HostLines, InfoLines
@@ -339,10 +340,13 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
     ]
     for router in routers:
         app.include_router(router)
-    # major 2 on the unversioned paths, documented at /openapi.json (/v1/openapi.json documents major 1 only)
+    # major 2 on the unversioned paths, documented at /openapi.json (/v1/openapi.json documents major 1 only),
+    # in a table of its own that only major-2 requests are matched against, ahead of all the others
     v2_routers = (v2_runs.router, v2_events.router, v2_interrupts.router, v2_control.router, v2_webhooks.router)
+    v2 = APIRouter()
     for router in (*v2_routers, catalog_router(v2_routers)):
-        app.include_router(router, include_in_schema=False)
+        v2.include_router(router)
+    app.router.routes.insert(0, Kind(lambda scope: major_of(scope) == 2, v2.routes))
     openapi.install(app, a2a_routes.OPENAPI_PATHS)
     app.add_middleware(TraceparentEcho)
     app.add_middleware(DateHeader)

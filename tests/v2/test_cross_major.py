@@ -203,6 +203,7 @@ def workflows(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.parametrize("backend", ["postgres"])  # only PostgreSQL: SQLite is one host's store by design
 def test_a_v1_run_on_one_host_is_read_answered_and_cancelled_under_v2_on_another(
     start_host: Hosts[InProcessHost], shared_database: str, workflows: Path, tmp_path: Path
 ) -> None:
