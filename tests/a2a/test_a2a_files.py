@@ -222,6 +222,8 @@ def test_a_file_over_a_limit_is_refused_naming_it_and_nothing_is_written(http: h
     not_base64 = message03([{"kind": "file", "file": {"bytes": "not base64!"}}])
     bad = error(http, "message/send", {"message": not_base64})
     assert bad["code"] == -32602 and "params.message.parts.0.file.bytes" in bad["message"], bad
+    bad10 = post10(http, "SendMessage", {"message": message10([{"raw": "not base64!"}])}).json()["error"]
+    assert bad10["code"] == -32602 and "params.message.parts.0.raw" in bad10["message"], bad10
     assert row_counts(host) == before, "a refused message writes nothing: no run, event, task, message or blob"
 
 

@@ -76,8 +76,11 @@ def _too_large(where: str, size: int, limit: int, what: str, flag: str) -> FileT
     )
 
 
-def _decoded(message: Message, limits: FileLimits) -> list[tuple[int, Blob]]:
-    """Each inline file part's blob, by part index; FileTooLarge or InvalidParams before any is kept."""
+def _decoded(message: Message, limits: FileLimits, member: str) -> list[tuple[int, Blob]]:
+    """Each inline file part's blob, by part index; FileTooLarge or InvalidParams before any is kept.
+
+    ``member``: where the bytes are in the caller's part (``file.bytes`` in 0.3, ``raw`` in 1.0).
+    """
     found: list[tuple[int, Blob]] = []
     total = 0
     for index, part in enumerate(message.parts):
@@ -85,14 +88,15 @@ def _decoded(message: Message, limits: FileLimits) -> list[tuple[int, Blob]]:
             continue
         where = f"params.message.parts.{index}"
         text = part.file.bytes
-        if len(text) // 4 * 3 - 2 > limits.part:  # plainly over the limit: not worth decoding
-            raise _too_large(where, len(text) // 4 * 3, limits.part, "a file part may carry", "a2a-file-part-bytes")
+        size = len(text) // 4 * 3 - text.count("=", max(0, len(text) - 2))  # what it decodes to, if it is base64
+        if size > limits.part:  # plainly over the limit: not worth decoding
+            raise _too_large(where, size, limits.part, "a file part may carry", "a2a-file-part-bytes")
         try:
             data = decode_base64(text)
         except ValueError as exc:
             raise InvalidParams(
-                f"{where}.file.bytes is {exc} (the file's bytes go as standard base64, with padding)",
-                data={"errors": [{"path": f"{where}.file.bytes", "message": "not standard base64"}]},
+                f"{where}.{member} is {exc} (the file's bytes go as standard base64, with padding)",
+                data={"errors": [{"path": f"{where}.{member}", "message": "not standard base64"}]},
             ) from None
         if len(data) > limits.part:
             raise _too_large(where, len(data), limits.part, "a file part may carry", "a2a-file-part-bytes")
@@ -105,8 +109,10 @@ def _decoded(message: Message, limits: FileLimits) -> list[tuple[int, Blob]]:
     return found
 
 
-async def stored_message(message: Message, limits: FileLimits) -> Stored:
+async def stored_message(message: Message, limits: FileLimits, version: str = "0.3") -> Stored:
     """The message as its task keeps it: each inline file a blob reference, checked against ``limits``.
+
+    ``version``: the A2A version the message came in, whose names a refusal uses.
 
     Raises
     ------
@@ -119,7 +125,11 @@ async def stored_message(message: Message, limits: FileLimits) -> Stored:
     inline = sum(len(p.file.bytes) for p in message.parts if isinstance(p, FilePart) and p.file.bytes is not None)
     if not inline:
         return Stored(doc, [])
-    found = _decoded(message, limits) if inline <= _OFF_LOOP else await asyncio.to_thread(_decoded, message, limits)
+    member = "file.bytes" if version == "0.3" else "raw"
+    if inline <= _OFF_LOOP:
+        found = _decoded(message, limits, member)
+    else:
+        found = await asyncio.to_thread(_decoded, message, limits, member)
     for index, blob in found:
         part = message.parts[index]
         assert isinstance(part, FilePart)

@@ -236,7 +236,7 @@ class A2AService:
         workflow_id = resolve_skill(
             self.a2a.registry, self.a2a.settings.default_skill, message.metadata, request.metadata
         )
-        stored = await stored_message(message, self.limits)  # file bytes made blobs, within the limits
+        stored = await stored_message(message, self.limits, request.version)  # file bytes made blobs, within limits
         dumped = stored.doc
         context_id = message.contextId or new_id("ctx_")
         run_id = new_id("run_")

@@ -13,8 +13,9 @@ from tether.engine.registry import Entry, WorkflowRegistry
 
 __all__ = ["INPUT_MODES", "OUTPUT_MODES", "SKILL_SOURCES", "resolve_skill", "served_skills"]
 
-#: text parts become ``inputs.prompt``; data parts merge into the inputs
-INPUT_MODES = ("text/plain", "application/json")
+#: text parts become ``inputs.prompt``; data parts merge into the inputs; a file of any media type is
+#: kept (its bytes as a blob, or its URI) and reaches the workflow in ``inputs.message``
+INPUT_MODES = ("text/plain", "application/json", "*/*")
 #: every skill answers with a data part of its outputs (and text when that is one string)
 OUTPUT_MODES = ("text/plain", "application/json")
 
