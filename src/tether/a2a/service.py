@@ -6,7 +6,9 @@ same commit, a repeated ``messageId`` changes nothing (and one reused for differ
 content is refused), and the answer is the run, from which a codec renders a Task.
 Requests arrive already parsed into the canonical shapes of :mod:`tether.a2a.params`
 (a 0.3 codec reads them as they are, the 1.0 codec translates ProtoJSON into them), and
-results leave as rows and canonical dicts that each codec renders in its own version.
+results leave as rows and canonical dicts that each codec renders in its own version. A
+message's file bytes become blobs here, within the operator's limits, before anything is
+written; the task keeps references, which renderings turn back into bytes (``self.files``).
 Domain errors (``TetherError``) propagate: the endpoints turn them into wire errors in
 one place, :func:`tether.a2a.jsonrpc.rpc_error_from`.
 """

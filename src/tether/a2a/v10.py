@@ -1,8 +1,10 @@
 """The A2A 1.0 codec: ProtoJSON in, canonical shapes to the service, canonical shapes out as ProtoJSON.
 
 Tether keeps every A2A object in one canonical form, the v0.3 JSON shape: it is what the
-store holds as task history and what :mod:`tether.a2a.projection` builds. This module
-only translates (a2a-v1.0-wire §3.2–§3.3):
+store holds as task history and what :mod:`tether.a2a.projection` builds (a file's bytes
+excepted: kept as a blob reference, they are put back as 0.3 ``file.bytes`` by
+:mod:`tether.a2a.files` before anything is rendered here). This module only translates
+(a2a-v1.0-wire §3.2–§3.3):
 
 - names: output lowerCamelCase; input camelCase *or* proto snake_case, as ProtoJSON parsers must;
 - enums by name: ``TASK_STATE_*``, ``ROLE_*`` (proto numbers are read too);
