@@ -28,7 +28,7 @@ BUDGET_S = 150
 #: a PostgreSQL URL nothing listens on: the smoke checks the slot's skip path, not PostgreSQL
 NO_POSTGRES = "postgresql://postgres@127.0.0.1:1/postgres"
 RUN = ROOT / "bench" / "run.py"
-SCENARIOS = {"send", "get", "send10", "get10", "stream", "resubscribe", "restart", "rest", "outbox", "crash"}
+SCENARIOS = {"send", "get", "send10", "get10", "openwop", "stream", "resubscribe", "restart", "rest", "outbox", "crash"}
 TARGET_IDS = {
     "send-vs-sdk-memory",
     "send-vs-sdk-sqlite",
@@ -47,6 +47,8 @@ TARGET_IDS = {
     "outbox-backlog-drain",
     "outbox-vs-compared",
     "crash-resent-per-kill",
+    "openwop-v2-get",
+    "openwop-v2-create",
 }
 OUTBOX_LEGS = ("burst_webhook_1", "burst_webhook_10", "burst_push_1", "burst_push_10", "sustained", "backlog")
 
@@ -147,6 +149,19 @@ def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
     assert all(r["ratio"] > 0 and r["within"] in (True, False) for r in ratios), ratios
     assert "## A2A 1.0 beside 0.3" in out.with_suffix(".md").read_text()
 
+    # OpenWOP REST, GET and POST a run at each major, taking turns: every answer checked by rpc.lua
+    assert set(scenarios["openwop"]) == set(durable)
+    for name in durable:
+        for run in ("v1-get", "v2-get", "v1-create", "v2-create"):
+            (turn,) = scenarios["openwop"][name][run]
+            _check_wrk_run(turn, f"OpenWOP {run} on {name}")
+    majors = report["openwop_v2_vs_v1"]
+    assert {(r["server"], r["operation"]) for r in majors} == {
+        (s, op) for s in durable for op in ("GET a run", "POST a run")
+    }
+    assert all(r["ratio"] > 0 and r["within"] in (True, False) for r in majors), majors
+    assert "## OpenWOP v2 beside v1" in out.with_suffix(".md").read_text()
+
     for name in (s for s in measured if s != "bare"):
         stream = scenarios["stream"][name]
         assert stream["failed"] == 0 and stream["first_event_ms"]["n"] == stream["streams"]
@@ -202,6 +217,8 @@ def test_quick_run_reports_every_scenario(tmp_path: Path) -> None:
         "outbox-sustained-p99",
         "outbox-backlog-drain",
         "crash-resent-per-kill",
+        "openwop-v2-get",
+        "openwop-v2-create",
     ):
         assert targets[tid]["pass"] in (True, False), f"{tid} was not judged: {targets[tid]}"
     for tid in ("send-postgres-vs-sqlite", "get-postgres-vs-sqlite"):  # PostgreSQL was skipped: not judged
