@@ -61,7 +61,7 @@ HOST_DEFAULT = 16
 #: full load offers ~1,550 deliveries/s (150 runs/s, ten webhooks each, and 50 pushes/s), more than
 #: the host drains under it, so the outbox is busy at every kill, as after a crash in earnest
 FULL = CrashProfile(
-    (16, 2), kills=30, receipts_per_life=(300, 1500), run_rate=150, push_rate=50, hooks=10, drain_timeout_s=300
+    (16, 2), kills=30, receipts_per_life=(300, 1500), run_rate=150, push_rate=50, hooks=10, drain_timeout_s=120
 )
 QUICK = CrashProfile(
     (16, 2), kills=2, receipts_per_life=(20, 60), run_rate=20, push_rate=10, hooks=2, drain_timeout_s=60
@@ -122,7 +122,7 @@ class Load:
     async def _post(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> None:
         try:
             answer = await client.post(self.url + path, json=body)
-        except httpx.HTTPError:
+        except Exception:  # noqa: BLE001 - the host died under the request (httpcore may even raise AttributeError)
             self.refused += 1
             return
         if answer.status_code >= 300 or (path == "/v1/a2a" and "error" in answer.json()):
@@ -224,10 +224,18 @@ class CrashScenario:
                 out[name] = {"skipped": skipped[name]}
                 continue
             try:
-                out[name] = {f"concurrency_{c}": self.measure(name, c) for c in self.profile.concurrencies}
+                out[name] = {f"concurrency_{c}": self.leg(name, c) for c in self.profile.concurrencies}
             except srv.Skipped as skip:
                 out[name] = {"skipped": str(skip)}
         return out
+
+    def leg(self, name: str, concurrency: int) -> dict[str, Any]:
+        """One leg, or what stopped it (the others still run)."""
+        try:
+            return self.measure(name, concurrency)
+        except RuntimeError as failed:
+            log(f"crash: {name} (--delivery-concurrency {concurrency}): {failed}")
+            return {"concurrency": concurrency, "error": str(failed), "complete": False}
 
     def measure(self, name: str, concurrency: int) -> dict[str, Any]:
         p = self.profile

@@ -856,6 +856,9 @@ def crash_markdown(crash: dict[str, Any]) -> list[str]:
             lines.append(f"| {name} | skipped: {legs['skipped']} | | | | | |")
             continue
         for leg in legs.values():
+            if "error" in leg:
+                lines.append(f"| {name} | {leg.get('concurrency')} | stopped: {leg['error']} | | | | **no** |")
+                continue
             age = leg.get("received_before_the_kill_ms") or {}
             lines.append(
                 f"| {name} | {leg.get('concurrency')} | {leg.get('kills')} | {leg.get('distinct', 0):,} | "
