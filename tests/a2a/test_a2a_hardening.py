@@ -392,6 +392,13 @@ def test_by_default_the_card_requires_a_key_and_keyless_a2a_is_401(host: HostPro
             assert unversioned.status_code == 401 and "9.9" not in unversioned.text, unversioned.text
         rest = keyless.get("/v1/a2a/rest/tasks", headers={"A2A-Version": "9.9"})
         assert rest.status_code == 401 and rest.json()["error"]["status"] == "UNAUTHENTICATED", rest.text
+        # nor does it make the host read its body, however large it says it is: refused before, the connection closed
+        huge = b'{"jsonrpc":"2.0","id":1,"method":"message/send","params":' + b" " * (64 << 20) + b"}"
+        for path in (RPC, "/v1/a2a/rest/message:send"):
+            unread = keyless.post(
+                path, content=huge, headers={"content-type": "application/json", "A2A-Version": "1.0"}
+            )
+            assert unread.status_code == 401 and unread.headers["connection"] == "close", unread.text
     a2a_validator("AgentCard").validate(card)
     assert card["security"] == [{"bearer": []}]
     assert "optional" not in card["securitySchemes"]["bearer"]["description"]

@@ -158,6 +158,9 @@ class _Head:
         return head
 
 
+#: the header of an answer after which the connection closes (its request's body was left unread)
+CLOSE = (b"connection", b"close")
+
 #: the 1.0 HTTP+JSON binding's streams: each ``data:`` a bare StreamResponse, an error a Status body
 _REST_FRAMING = Framing(data=orjson.dumps, error=lambda exc: orjson.dumps(exc.status_body()))
 
@@ -185,6 +188,28 @@ class RpcEndpoint:
             await self.app(scope, receive, send)
             return
         head = _Head.of(scope)
+        a2a: A2ASurface = self.app.state.a2a
+        # who is calling comes first, before the body is read: a caller without a valid key learns nothing else
+        # (not the versions served) and makes this host read nothing (the body may be tens of MiB of files);
+        # the unread body is why the connection closes
+        close = (CLOSE,)
+        try:
+            principal = await _principal(a2a, head.authorization)
+        except TetherError as exc:
+            if rest:
+                await self._rest_auth_refusal(send, head.trace, exc, *close)
+            else:  # refused at the HTTP layer, in the REST envelope
+                unauthorized = envelope(exc.status, exc.code, exc.message)
+                await self._respond(scope, receive, send, head.trace, unauthorized, *close)
+            return
+        except Exception:
+            correlation = new_id("err_")
+            log.exception("A2A authentication failed [%s]", correlation)
+            failed = envelope(
+                500, "internal_error", "the host failed to check this request's key", {"correlationId": correlation}
+            )
+            await self._respond(scope, receive, send, head.trace, failed, *close)
+            return
         too_large = head.length is not None and head.length > self.limit
         if not too_large:
             try:
@@ -197,24 +222,6 @@ class RpcEndpoint:
                 await self._send(send, head.trace, status, refusal, close=True, extra=headers)
             else:
                 await self._send(send, head.trace, 413, too_large_body(RPC_PATH, self.limit), close=True)
-            return
-        a2a: A2ASurface = self.app.state.a2a
-        # who is calling comes first: a caller without a valid key learns nothing else (not the versions served)
-        try:
-            principal = await _principal(a2a, head.authorization)
-        except TetherError as exc:
-            if rest:
-                await self._rest_auth_refusal(send, head.trace, exc)
-            else:  # refused at the HTTP layer, in the REST envelope
-                await self._respond(scope, receive, send, head.trace, envelope(exc.status, exc.code, exc.message))
-            return
-        except Exception:
-            correlation = new_id("err_")
-            log.exception("A2A authentication failed [%s]", correlation)
-            failed = envelope(
-                500, "internal_error", "the host failed to check this request's key", {"correlationId": correlation}
-            )
-            await self._respond(scope, receive, send, head.trace, failed)
             return
         if rest:
             await self._rest(scope, receive, send, a2a, head, body, principal)
@@ -236,12 +243,20 @@ class RpcEndpoint:
         else:
             await self._stream(receive, send, head.trace, answer, stamp)
 
-    async def _respond(self, scope: Scope, receive: Receive, send: Send, trace: bytes | None, answer: Response) -> None:
+    async def _respond(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        trace: bytes | None,
+        answer: Response,
+        *extra: tuple[bytes, bytes],
+    ) -> None:
         """A Starlette response (a refusal in the REST envelope), with this endpoint's own headers added."""
 
         async def stamped(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message["headers"], *self._headers(trace)]
+                message["headers"] = [*message["headers"], *self._headers(trace), *extra]
             await send(message)
 
         await answer(scope, receive, stamped)
