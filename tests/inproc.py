@@ -31,7 +31,7 @@ from harness import _DATABASES, Host
 
 from tether.app import Server, make_server
 from tether.cli.main import cli as tether_cli
-from tether.cli.main import serve_settings
+from tether.cli.serve import serve_settings
 from tether.settings import Settings
 
 __all__ = ["InProcessHost", "create_key", "run_cli"]

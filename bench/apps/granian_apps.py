@@ -42,7 +42,7 @@ def bare() -> App:
 def tether() -> App:
     """``tether serve $TETHER_SERVE_ARGS`` on granian: the same settings, logging and app."""
     from tether.app import host_app, tune_collector
-    from tether.cli.main import serve_settings
+    from tether.cli.serve import serve_settings
     from tether.ops.logs import configure as configure_logging
 
     args = [*json.loads(os.environ.get("TETHER_SERVE_ARGS", "[]"))]

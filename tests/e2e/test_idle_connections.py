@@ -19,7 +19,7 @@ from backends import Hosts
 from harness import wait_until
 from inproc import InProcessHost
 
-from tether.cli.main import serve_settings
+from tether.cli.serve import serve_settings
 
 _REQUEST = b"GET /healthz HTTP/1.1\r\nhost: tether\r\n\r\n"
 
