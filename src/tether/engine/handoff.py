@@ -36,7 +36,17 @@ from tether import clock
 from tether.engine import events, reverse
 from tether.engine.batch import Batch
 from tether.engine.nodes import HANDOFF_TYPES, CallPeer, Outcome
-from tether.engine.peer import PEER_TERMINAL, PeerError, PeerPort, PeerRef, PeerRefused, PeerTask, PeerUnavailable
+from tether.engine.peer import (
+    PEER_TERMINAL,
+    PeerCall,
+    PeerError,
+    PeerFile,
+    PeerPort,
+    PeerRef,
+    PeerRefused,
+    PeerTask,
+    PeerUnavailable,
+)
 from tether.run_state import ErrorObject, RunSnapshot
 from tether.store.base import RunRow, Store
 from tether.types import TERMINAL
@@ -318,7 +328,7 @@ class Handoffs:
         if "taskId" not in record:
             metadata = {"openwop": {"runId": row.run_id, "nodeId": node_id}}
             message_id = invocation_message_id(row.run_id, node_id)
-            call = replace(outcome.call, trace=run_trace(row, node_id))
+            call = replace(outcome.call, trace=run_trace(row, node_id), files=await self._with_bytes(row, outcome.call))
             ref, task = await port.send(call, message_id=message_id, metadata=metadata)
             self._last_read[hid] = clock.now_iso()
             if self._settings.after_send is not None:
@@ -350,6 +360,23 @@ class Handoffs:
         task = await port.get(ref)
         self._last_read[hid] = clock.now_iso()
         return await self._apply(row.run_id, node_id, task, ref)
+
+    async def _with_bytes(self, row: RunRow, call: PeerCall) -> tuple[PeerFile, ...]:
+        """The call's files, each blob with its bytes: read from the run's own blobs now, for this send only.
+
+        A blob the run does not hold (a reference typed into its data, say) is a final no:
+        nothing is sent.
+        """
+        wanted = [f.blob for f in call.files if f.blob is not None]
+        if not wanted:
+            return call.files
+        found = await self._store.read_blobs(row.run_id, wanted)
+        missing = [digest for digest in wanted if digest not in found]
+        if missing:
+            raise PeerRefused(
+                "file_not_found", f"the run holds no file {missing[0]}: only a file of this run can be handed off"
+            )
+        return tuple(f if f.blob is None else replace(f, data=found[f.blob]) for f in call.files)
 
     async def _subscribe(self, port: PeerPort, ref: PeerRef, hid: str) -> None:
         """Ask the peer to push (once per hand-off per process start); a peer that will not is polled."""

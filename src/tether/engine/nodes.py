@@ -13,8 +13,9 @@ from typing import Any
 
 from tether.engine import expressions
 from tether.engine.hitl import gate_actions
-from tether.engine.peer import PeerCall
+from tether.engine.peer import PeerCall, PeerFile
 from tether.errors import InvalidInput
+from tether.files import DIGEST
 from tether.run_state import ErrorObject, InterruptKind
 
 
@@ -171,6 +172,49 @@ HANDOFF_TYPES = frozenset({HANDOFF_TYPE, *HANDOFF_ALIASES})
 _VERSIONS = ("auto", "1.0", "0.3")
 
 
+def _files_to_send(value: Any) -> tuple[PeerFile, ...] | str:
+    """The file parts a hand-off's ``files`` input holds, in order; a string saying what is wrong otherwise.
+
+    The input is a file part, a list of parts, or a message (anything with ``parts``: the
+    run's ``message``, a node's ``message`` output). Its other parts are not sent: the text
+    and data go as ``prompt`` and ``data``. A file is given as the run holds it, by
+    reference (a blob of this run, whose bytes the follower reads at the send) or by URI.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, dict) and value.get("kind") != "file" and isinstance(value.get("parts"), list):
+        value = value["parts"]
+    parts = value if isinstance(value, list) else [value]
+    files: list[PeerFile] = []
+    for index, part in enumerate(parts):
+        where = f"files.{index}" if isinstance(value, list) else "files"
+        if not isinstance(part, dict):
+            return f"{where} must be an A2A part, a list of parts or a message with parts"
+        if part.get("kind") != "file":
+            if part.get("kind") in ("text", "data"):
+                continue
+            return f"{where} must be an A2A part, a list of parts or a message with parts"
+        file = part.get("file")
+        if not isinstance(file, dict):
+            return f"{where}.file must be an object"
+        name, media_type = file.get("name"), file.get("mimeType")
+        name = name if isinstance(name, str) and name else None
+        media_type = media_type if isinstance(media_type, str) and media_type else None
+        blob, uri = file.get("blob"), file.get("uri")
+        if isinstance(blob, str) and DIGEST.fullmatch(blob):
+            files.append(PeerFile(blob=blob, name=name, media_type=media_type))
+        elif isinstance(uri, str) and uri:
+            files.append(PeerFile(uri=uri, name=name, media_type=media_type))
+        elif "bytes" in file:
+            return (
+                f"{where} carries its bytes inline: give the hand-off a file this run holds (one of the "
+                "message that started it, or one a node made) or a URI"
+            )
+        else:
+            return f"{where}.file must name a blob (sha256:…) of this run or a uri"
+    return tuple(files)
+
+
 def _handoff(ctx: NodeContext) -> Outcome:
     """Check the config and say whom to call with what; the engine's hand-off follower does the rest."""
     config = ctx.config
@@ -189,10 +233,13 @@ def _handoff(ctx: NodeContext) -> Outcome:
         prompt = str(prompt)
     if data is not None and not isinstance(data, dict):
         return Failed("node_execution_failed", f"node {ctx.node_id!r}: input data must be an object")
-    if prompt is None and data is None:
-        return Failed("node_execution_failed", f"node {ctx.node_id!r}: give the peer a prompt or data")
+    files = _files_to_send(ctx.inputs.get("files"))
+    if isinstance(files, str):
+        return Failed("node_execution_failed", f"node {ctx.node_id!r}: input {files}")
+    if prompt is None and data is None and not files:
+        return Failed("node_execution_failed", f"node {ctx.node_id!r}: give the peer a prompt, data or files")
     timeout = config.get("timeout", config.get("timeoutMs"))
-    call = PeerCall(agent.strip(), config.get("skill"), config.get("credential"), version, prompt, data)
+    call = PeerCall(agent.strip(), config.get("skill"), config.get("credential"), version, prompt, data, files=files)
     if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0:
         return CallPeer(call, timeout)
     return CallPeer(call)

@@ -17,6 +17,7 @@ __all__ = [
     "PEER_TERMINAL",
     "PeerCall",
     "PeerError",
+    "PeerFile",
     "PeerPort",
     "PeerRef",
     "PeerRefused",
@@ -26,6 +27,21 @@ __all__ = [
 
 #: peer task states (the canonical, 0.3 spelling) after which the peer will not change the task
 PEER_TERMINAL = frozenset({"completed", "failed", "canceled", "rejected"})
+
+
+@dataclass(frozen=True, slots=True)
+class PeerFile:
+    """A file a hand-off sends: one of the run's blobs (``blob``, its sha256) or a URI (``uri``).
+
+    ``data`` is the blob's bytes, read from the store by the follower just before the send:
+    they go to the peer and nowhere else (never into an event).
+    """
+
+    blob: str | None = None
+    uri: str | None = None
+    name: str | None = None
+    media_type: str | None = None
+    data: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +56,8 @@ class PeerCall:
     data: dict[str, Any] | None = None
     #: the ``traceparent`` the hand-off's requests continue (the run's trace); None sends none
     trace: str | None = None
+    #: files sent after the text and data, in order
+    files: tuple[PeerFile, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ state, text, artifacts and an OpenWOP interrupt carrier are kept, and sizes are 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -50,13 +51,15 @@ def message(
     task_id: str | None = None,
     context_id: str | None = None,
     metadata: dict[str, Any] | None = None,
+    files: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    """A user message in the canonical (0.3) shape."""
+    """A user message in the canonical (0.3) shape: its text, its data, then its files (canonical parts)."""
     parts: list[dict[str, Any]] = []
     if text is not None:
         parts.append({"kind": "text", "text": text})
     if data is not None:
         parts.append({"kind": "data", "data": data})
+    parts.extend(files)
     doc: dict[str, Any] = {"kind": "message", "role": "user", "messageId": message_id, "parts": parts}
     if task_id:
         doc["taskId"] = task_id

@@ -20,7 +20,7 @@ import httpx
 import orjson
 
 from tether import tracing
-from tether.a2a.peer import _wire
+from tether.a2a.peer import _files, _wire
 from tether.a2a.peer.tokens import push_path, push_token
 from tether.egress.guard import EgressRefused
 from tether.engine.peer import PeerCall, PeerRef, PeerRefused, PeerTask, PeerUnavailable
@@ -110,7 +110,8 @@ class PeerClient:
         meta: dict[str, Any] = dict(metadata)
         if call.skill:
             meta["skillId"] = call.skill
-        doc = _wire.message(message_id, text=call.text, data=call.data, metadata=meta)
+        files = [_files.outbound(file) for file in call.files]
+        doc = _wire.message(message_id, text=call.text, data=call.data, metadata=meta, files=files)
         ref = PeerRef(call.agent, peer.endpoints[version], version, "", None, call.credential, call.trace)
         result = await self._call(ref, "send", self._send_params(doc, version))
         try:
