@@ -225,7 +225,14 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
             notifier = Notifier(fallback=settings.fallback_poll_seconds if store.shared else None)
             owner = host_identity(settings.data_dir)
             egress = build_egress(
-                settings, store, key, owner=owner, push_body=push_body, webhook_body=v2_webhooks.webhook_body(settings)
+                settings,
+                store,
+                key,
+                owner=owner,
+                push_body=push_body,
+                webhook_body=v2_webhooks.webhook_body(settings),
+                # a peer's answer may carry as many file bytes as a message sent here (base64 on the wire)
+                handoff_response_bytes=FileLimits.of(settings).body_limit(settings.max_body_bytes),
             )
             stack.push_async_callback(egress.close)
             signer = TokenSigner(key, settings.interrupt_token_ttl)
@@ -256,9 +263,10 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
                 leases=LeaseSettings(settings.lease_seconds),
                 # hand-off nodes reach other agents through the guarded egress client
                 peers=PeerClient(
-                    egress.client,
+                    egress.handoff_client,
                     host_key=key,
                     public_url=settings.base_url,
+                    limits=FileLimits.of(settings),
                     credentials=OutboundCredentials(store, egress.box),
                 ),
                 handoffs=HandoffSettings(poll_max=settings.handoff_poll_max_seconds, after_send=_pause_seam(settings)),

@@ -9,7 +9,7 @@ import httpx
 
 from tether.egress.guard import EgressGuard, EgressPolicy, Resolver
 from tether.egress.outbox import OutboxWorker, PushBody, RetrySchedule, WebhookBody, as_stored, webhook_as_stored
-from tether.egress.transport import build_egress_client, make_ssl_context
+from tether.egress.transport import DEFAULT_MAX_RESPONSE_BYTES, build_egress_client, make_ssl_context
 from tether.secrets import SecretBox
 from tether.settings import Settings
 from tether.store.base import Store
@@ -23,6 +23,8 @@ class Egress:
     box: SecretBox
     client: httpx.AsyncClient
     worker: OutboxWorker
+    #: hand-offs' client: the same guard, reading answers as long as a peer's files may make them
+    handoff_client: httpx.AsyncClient
     _task: asyncio.Task[None] | None = field(default=None)
 
     def start(self) -> None:
@@ -36,6 +38,7 @@ class Egress:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         await self.client.aclose()
+        await self.handoff_client.aclose()
 
 
 def build_egress(
@@ -47,10 +50,18 @@ def build_egress(
     resolver: Resolver | None = None,
     push_body: PushBody = as_stored,
     webhook_body: WebhookBody = webhook_as_stored,
+    handoff_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> Egress:
-    """Validate the egress switches and build the guarded client and the outbox worker."""
+    """Validate the egress switches and build the guarded clients and the outbox worker.
+
+    ``handoff_response_bytes``: the longest answer a hand-off reads from a peer (a task with
+    files is as long as its files in base64). Pushes and webhooks keep the default cap: a
+    receiver's answer is only a status.
+    """
     guard = EgressGuard(EgressPolicy(allow_cidrs=settings.egress_allow_cidrs), resolver)
-    client = build_egress_client(guard, make_ssl_context(settings.egress_ca_bundle))
+    tls = make_ssl_context(settings.egress_ca_bundle)
+    client = build_egress_client(guard, tls)
+    handoff_client = build_egress_client(guard, tls, max_response_bytes=handoff_response_bytes)
     box = SecretBox(host_key)
     worker = OutboxWorker(
         store,
@@ -67,4 +78,4 @@ def build_egress(
         push_body=push_body,
         webhook_body=webhook_body,
     )
-    return Egress(guard, box, client, worker)
+    return Egress(guard, box, client, worker, handoff_client)

@@ -13,6 +13,8 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tether.files import Blob
+
 __all__ = [
     "PEER_TERMINAL",
     "PeerCall",
@@ -109,6 +111,10 @@ class PeerTask:
 
     ``interrupt`` is the peer's ``metadata.openwop.interrupt`` when it is an OpenWOP host
     that waits on a person (kind, title, actions or questions); None for any other peer.
+    ``files`` are the file parts of its status message (a question may come with a file).
+    A file the peer sent with its bytes is, in ``artifacts`` and ``files``, a canonical
+    reference (``tether.files``) to one of ``blobs``, which hold the bytes until the
+    event that records the reference is committed with them.
     """
 
     task_id: str
@@ -117,6 +123,8 @@ class PeerTask:
     message: str | None = None
     artifacts: list[dict[str, Any]] = field(default_factory=list)
     interrupt: dict[str, Any] | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)
+    blobs: list[Blob] = field(default_factory=list)
 
 
 class PeerError(Exception):

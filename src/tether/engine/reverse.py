@@ -7,6 +7,8 @@ subkind, so it is never taken for a local gate); ``auth-required`` asks for cred
 (drift #3); ``completed`` completes the node with the peer's artifacts, marked untrusted;
 ``failed``/``canceled`` fail it with ``a2a_peer_terminal`` and ``rejected`` with
 ``rejected_by_remote`` (drift #4). A mirrored question the peer has moved past is withdrawn.
+A file the peer sent (in its artifacts, or with its question) is recorded by reference,
+and its bytes (``PeerTask.blobs``) are committed with the event that records it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tether.engine import events
 from tether.engine.batch import Batch
 from tether.engine.hitl import APPROVAL_ACTIONS
 from tether.engine.peer import PeerRef, PeerTask
+from tether.files import digest_of, file_parts
 from tether.ids import new_id
 from tether.run_state import ErrorObject, InterruptKind, InterruptRecord
 
@@ -67,8 +70,23 @@ def ask_events(
 
 def _fingerprint(task: PeerTask) -> str:
     """Which question the peer asks: a new one replaces a mirror of the old."""
-    asked = orjson.dumps({"s": task.state, "i": task.interrupt, "m": task.message}, option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(asked).hexdigest()[:16]
+    question: dict[str, Any] = {"s": task.state, "i": task.interrupt, "m": task.message}
+    if task.files:  # only then: a question without files reads as it did before files were kept
+        question["f"] = task.files
+    return hashlib.sha256(orjson.dumps(question, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def _untrusted(part: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
+    """A part of the peer's, marked as such in its own metadata, so the mark goes wherever the part is copied."""
+    metadata = part.get("metadata")
+    own: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
+    return {**part, "metadata": {**own, "contentTrust": "untrusted", "source": source}}
+
+
+def _keep_files(batch: Batch, task: PeerTask, recorded: Any) -> None:
+    """Commit with the batch the blobs of the peer's files that ``recorded`` (what its events hold) refers to."""
+    wanted = {digest for part in file_parts(recorded) if (digest := digest_of(part)) is not None}
+    batch.blobs.extend(blob for blob in task.blobs if blob.digest in wanted)
 
 
 def _text(value: Any, fallback: str) -> str:
@@ -79,12 +97,16 @@ def _mirror(batch: Batch, node_id: str, task: PeerTask, ref: PeerRef) -> None:
     """Ask locally what the peer asks: an OpenWOP peer's approval stays an approval, the rest a clarification."""
     carrier = task.interrupt or {}
     source = {"agent": ref.agent, "taskId": ref.task_id, "contentTrust": "untrusted"}
+    files = [_untrusted(part, {"agent": ref.agent, "taskId": ref.task_id}) for part in task.files]
+    _keep_files(batch, task, files)
     if task.state == "auth-required":
         question = _text(task.message, "The peer agent needs authentication to go on.")
         data: dict[str, Any] = {"questions": [{"id": "auth", "question": question}], "contextType": PEER_AUTH}
         data["peer"] = source
         if task.message is not None:
             data["message"] = task.message[:_MESSAGE_MAX]
+        if files:
+            data["files"] = files
         ask_events(batch, node_id, "clarification", data, subkind=PEER_AUTH)
         return
     if carrier.get("kind") == "approval":
@@ -99,6 +121,8 @@ def _mirror(batch: Batch, node_id: str, task: PeerTask, ref: PeerRef) -> None:
         }
         if isinstance(carrier.get("description"), str):
             data["description"] = carrier["description"][:_MESSAGE_MAX]
+        if files:
+            data["files"] = files
         ask_events(batch, node_id, "approval", data, subkind=PEER_INPUT)
         return
     questions = [
@@ -111,6 +135,8 @@ def _mirror(batch: Batch, node_id: str, task: PeerTask, ref: PeerRef) -> None:
     data = {"questions": questions, "contextType": PEER_INPUT, "peer": source}
     if task.message is not None:
         data["message"] = task.message[:_MESSAGE_MAX]  # the peer's own words, beside the questions made of them
+    if files:
+        data["files"] = files
     ask_events(batch, node_id, "clarification", data, subkind=PEER_INPUT)
 
 
@@ -124,7 +150,13 @@ def withdraw(batch: Batch, interrupt: InterruptRecord, peer_state: str) -> None:
 
 
 def _outputs(task: PeerTask, ref: PeerRef) -> dict[str, Any]:
-    """The node's outputs: the peer's state, task and artifacts, each marked as the peer's (untrusted)."""
+    """The node's outputs: the peer's state, task and artifacts, each marked as the peer's (untrusted).
+
+    ``message`` holds every part of the peer's artifacts, in order, each marked untrusted in
+    its own metadata: a run that ends with the hand-off answers with them (its artifact is
+    an output ``message`` holding parts), files included. ``statusMessage`` is the text of
+    the peer's last status message.
+    """
     source = {"agent": ref.agent, "taskId": ref.task_id}
     artifacts = [{**a, "contentTrust": "untrusted", "source": source} for a in task.artifacts]
     outputs: dict[str, Any] = {
@@ -134,8 +166,11 @@ def _outputs(task: PeerTask, ref: PeerRef) -> dict[str, Any]:
         "artifacts": artifacts,
         "contentTrust": "untrusted",
     }
+    parts = [_untrusted(p, source) for a in task.artifacts for p in a.get("parts") or () if isinstance(p, dict)]
+    if parts:
+        outputs["message"] = {"parts": parts}
     if task.message is not None:
-        outputs["message"] = task.message
+        outputs["statusMessage"] = task.message
     return outputs
 
 
@@ -161,7 +196,9 @@ def project(batch: Batch, node_id: str, task: PeerTask, ref: PeerRef) -> bool:
     if handoff.get("peerState") != task.state or (asking and handoff.get("question") != fingerprint):
         batch.add(events.handoff_observed(node_id, task.state, fingerprint))
     if task.state == "completed":
-        batch.add(events.node_completed(node_id, _outputs(task, ref)))
+        outputs = _outputs(task, ref)
+        _keep_files(batch, task, outputs)
+        batch.add(events.node_completed(node_id, outputs))
         return True
     if task.state in ("failed", "canceled", "rejected"):
         batch.add(events.node_failed(node_id, _failure(task, ref)))

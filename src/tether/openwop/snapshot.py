@@ -75,7 +75,8 @@ def peer_question(row: RunRow, interrupt: InterruptRecord) -> dict[str, Any]:
     """What the peer of a hand-off asked, as it said it: the interrupt mirrors it (a Tether extension).
 
     ``message`` is the text of the status message the peer sent with ``input-required``
-    (or ``auth-required``; None when it sent none), ``agent`` and ``taskId`` say who asked.
+    (or ``auth-required``; None when it sent none), ``files`` the files it sent with it (by
+    reference: ``GET /v1/runs/{id}/files/{blob}``, or a URI), ``agent`` and ``taskId`` say who asked.
     All of it is the peer's, never checked: ``contentTrust`` is always ``untrusted``, and a
     client shows it as text. Answer it at ``POST /v1/runs/{id}/interrupts/{nodeId}``.
     """
@@ -89,5 +90,6 @@ def peer_question(row: RunRow, interrupt: InterruptRecord) -> dict[str, Any]:
         "taskId": handoff.get("taskId"),
         "peerState": handoff.get("peerState"),
         "message": message if isinstance(message, str) else None,
+        "files": list(data.get("files") or []),
         "contentTrust": "untrusted",
     }

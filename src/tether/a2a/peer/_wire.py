@@ -3,7 +3,8 @@
 Messages are built in the canonical (0.3) shape and rendered for 1.0 by the codec the
 server side uses (``tether.a2a.v10``); a peer's Task is read back into the canonical
 shape, then into the engine's ``PeerTask``. Nothing the peer says is trusted: only the
-state, text, artifacts and an OpenWOP interrupt carrier are kept, and sizes are bounded.
+state, text, artifacts, the status message's files and an OpenWOP interrupt carrier are
+kept, and sizes are bounded (files by ``_files``, within this host's file limits).
 """
 
 from __future__ import annotations
@@ -82,6 +83,13 @@ def _text(msg: Any) -> str | None:
     return "\n".join(texts)[:_TEXT_MAX] if texts else None
 
 
+def _files(msg: Any) -> list[dict[str, Any]]:
+    """The file parts of a status message (a question may come with a file), as the peer wrote them."""
+    if not isinstance(msg, dict) or not isinstance(msg.get("parts"), list):
+        return []
+    return [p for p in msg["parts"] if isinstance(p, dict) and p.get("kind") == "file"]
+
+
 def _interrupt(metadata: Any) -> dict[str, Any] | None:
     """An OpenWOP peer's question (``metadata.openwop.interrupt``), kept only if it has a known kind."""
     carrier = ((metadata or {}).get("openwop") or {}).get("interrupt") if isinstance(metadata, dict) else None
@@ -124,6 +132,7 @@ def task_of(result: Any, version: str) -> PeerTask:
         message=_text(status.get("message")),
         artifacts=artifacts,
         interrupt=_interrupt(doc.get("metadata")),
+        files=_files(status.get("message")),
     )
 
 

@@ -11,6 +11,7 @@ another try (``PeerUnavailable``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
@@ -20,8 +21,10 @@ import httpx
 import orjson
 
 from tether import tracing
+from tether.a2a.files import FileLimits
 from tether.a2a.peer import _files, _wire
 from tether.a2a.peer.tokens import push_path, push_token
+from tether.egress import EgressResponseTooLarge
 from tether.egress.guard import EgressRefused
 from tether.engine.peer import PeerCall, PeerRef, PeerRefused, PeerTask, PeerUnavailable
 from tether.ids import new_id
@@ -35,6 +38,8 @@ CredentialLookup = Callable[[str, str], Awaitable[str]]
 _TASK_NOT_FOUND: Final = -32001
 _NOT_CANCELABLE: Final = -32002
 _INTERNAL: Final = -32603
+#: a peer's file bytes are decoded and hashed off the event loop beyond this much base64
+_OFF_LOOP: Final = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,18 +80,36 @@ def read_card(card: Any) -> _Peer:
 
 
 @contextlib.contextmanager
-def _translated(url: str) -> Iterator[None]:
-    """The egress guard's refusal is final (``egress_denied``); any other transport error is worth another try."""
+def _translated(url: str, *, whole: bool = True) -> Iterator[None]:
+    """The egress guard's refusal is final (``egress_denied``); any other transport error is worth another try.
+
+    ``whole``: the response is one answer, so one longer than the egress client reads (the
+    file limits' worth) is final too (``a2a_peer_file_too_large``): the peer's task will not
+    shrink. A stream is not one answer: it is cut there and attached to again.
+    """
     try:
         yield
     except EgressRefused as refused:
         raise PeerRefused("egress_denied", f"the egress guard refused {url}: {refused.message}") from refused
+    except EgressResponseTooLarge as exc:
+        if not whole:
+            raise PeerUnavailable("external_call_failed", f"{url}: {exc}") from exc
+        raise PeerRefused(
+            _files.TOO_LARGE,
+            f"{url}: the peer's answer is longer than this host reads ({exc}): its files are over this "
+            "host's limits (--a2a-file-message-bytes, in base64, beside --max-body-bytes)",
+        ) from exc
     except httpx.HTTPError as exc:
         raise PeerUnavailable("external_call_failed", f"{url}: {type(exc).__name__}: {exc}") from exc
 
 
 class PeerClient:
-    """Hand-offs' A2A client; one per host, built at the root around the egress client."""
+    """Hand-offs' A2A client; one per host, built at the root around the egress client.
+
+    ``limits``: the file limits what a peer answers is held to (the operator's, as for a
+    message this host is sent); the client should read answers that long
+    (``FileLimits.body_limit``), and a longer one fails the hand-off.
+    """
 
     def __init__(
         self,
@@ -94,12 +117,14 @@ class PeerClient:
         *,
         host_key: bytes,
         public_url: str,
+        limits: FileLimits,
         credentials: CredentialLookup | None = None,
     ) -> None:
         self._client = client
         self._host_key = host_key
         self._public_url = public_url.rstrip("/")
         self._credentials = credentials
+        self._limits = limits
         self._peers: dict[str, _Peer] = {}
 
     # the port ---------------------------------------------------------------------------------
@@ -118,14 +143,21 @@ class PeerClient:
             task = _wire.task_of(result, version)
         except ValueError as exc:
             raise PeerRefused("a2a_peer_invalid_response", str(exc)) from exc
-        return replace(ref, task_id=task.task_id, context_id=task.context_id), task
+        return replace(ref, task_id=task.task_id, context_id=task.context_id), await self._kept(task)
 
     async def get(self, ref: PeerRef) -> PeerTask:
         result = await self._call(ref, "get", {"id": ref.task_id, "historyLength": 0})
         try:
-            return _wire.task_of(result, ref.version)
+            task = _wire.task_of(result, ref.version)
         except ValueError as exc:
             raise PeerUnavailable("a2a_peer_invalid_response", str(exc)) from exc
+        return await self._kept(task)
+
+    async def _kept(self, task: PeerTask) -> PeerTask:
+        """The task with its files as the run keeps them (decoded and hashed off the event loop when large)."""
+        if _files.inline_chars(task) <= _OFF_LOOP:
+            return _files.kept(task, self._limits)
+        return await asyncio.to_thread(_files.kept, task, self._limits)
 
     async def reply(self, ref: PeerRef, *, message_id: str, value: dict[str, Any], metadata: dict[str, Any]) -> None:
         doc = _wire.message(message_id, data=value, task_id=ref.task_id, context_id=ref.context_id, metadata=metadata)
@@ -162,7 +194,7 @@ class PeerClient:
         method = _wire.METHODS[ref.version]["subscribe"]
         headers = await self._headers(ref, accept="text/event-stream")
         body = orjson.dumps({"jsonrpc": "2.0", "id": new_id("rpc_"), "method": method, "params": {"id": ref.task_id}})
-        with _translated(ref.rpc_url):
+        with _translated(ref.rpc_url, whole=False):
             async with self._client.stream("POST", ref.rpc_url, headers=headers, content=body) as response:
                 if response.status_code != 200:
                     raise self._http_error(response, ref.rpc_url)
