@@ -9,6 +9,8 @@ review its diff like code.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,3 +53,22 @@ def test_every_commands_help_is_as_pinned() -> None:
     pinned = PINNED.read_text(encoding="utf-8")
     assert headers(text) == headers(pinned), "a command was added or lost"
     assert text == pinned, "the CLI's help changed; if on purpose, rewrite tests/cli/help.txt with TETHER_WRITE_HELP=1"
+
+
+def test_embedding_serve_leaves_its_help_alone() -> None:
+    """``serve_settings`` (how tests and benchmarks embed the host) must not take ``-h`` from ``tether serve``.
+
+    click keeps the first help option a command makes, and one made outside the root group had only
+    ``--help``. A fresh interpreter, so no earlier test has made it first.
+    """
+    script = (
+        "from click.testing import CliRunner\n"
+        "from tether.cli.main import cli\n"
+        "from tether.cli.serve import serve_settings\n"
+        "serve_settings(['--port', '0'])\n"
+        "result = CliRunner().invoke(cli, ['serve', '-h'], prog_name='tether')\n"
+        "print(result.exit_code, result.output)\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert shown.stdout.startswith("0 Usage: tether serve [OPTIONS]"), shown.stdout
+    assert "-h, --help" in shown.stdout

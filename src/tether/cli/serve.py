@@ -278,7 +278,9 @@ def _serve_settings(params: dict[str, Any]) -> Settings:
 def serve_settings(args: list[str]) -> Settings:
     """The ``Settings`` that ``tether serve ARGS`` would run with: the same parser, defaults and checks.
 
-    For embedding the host (tests serve it in-process) without copying the option list.
+    For embedding the host (tests serve it in-process) without copying the option list. The
+    context has no help option: click keeps the first one a command makes, and one made here,
+    outside the root group's ``-h, --help``, would take ``-h`` from ``tether serve`` in this process.
     """
-    with serve.make_context("serve", list(args)) as ctx:
+    with serve.make_context("serve", list(args), help_option_names=[]) as ctx:
         return _serve_settings(ctx.params)
