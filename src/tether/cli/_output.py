@@ -21,6 +21,7 @@ EXIT_INTERRUPTED = 130
 
 
 def fail(message: str, status: int = EXIT_FAILED) -> NoReturn:
+    """End the command with ``message`` (one ``error: ...`` line) on stderr and exit ``status``."""
     click.echo(message, err=True)
     raise click.exceptions.Exit(status)
 

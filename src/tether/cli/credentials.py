@@ -10,7 +10,7 @@ import click
 
 from tether.cli import _render as render
 from tether.cli._output import fail, new_console
-from tether.cli._reach import F, store_options, with_store
+from tether.cli._reach import LocalStore, on_store
 from tether.store.base import Store
 
 
@@ -22,17 +22,6 @@ def credentials() -> None:
     it was added for. Works on the store directly, like ``tether keys``; only fingerprints
     are ever shown.
     """
-
-
-def key_file_option(command: F) -> F:
-    """``--secret-key-file``: the host key that seals credentials (the one ``tether serve`` uses)."""
-    return click.option(
-        "--secret-key-file",
-        envvar="TETHER_SECRET_KEY_FILE",
-        show_envvar=True,
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="The host's key (as given to tether serve) [default: <data-dir>/host.key].",
-    )(command)
 
 
 def _sealing(data_dir: Path, key_file: Path | None) -> Callable[[Store], Awaitable[Any]]:
@@ -61,16 +50,16 @@ def _sealing(data_dir: Path, key_file: Path | None) -> Callable[[Store], Awaitab
     type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
     help="File holding the secret (one line); - reads it from stdin. It is never printed.",
 )
-@key_file_option
-@store_options
+@click.option(
+    "--secret-key-file",
+    envvar="TETHER_SECRET_KEY_FILE",
+    show_envvar=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The host's key (as given to tether serve) [default: <data-dir>/host.key].",
+)
+@on_store
 def credentials_add(
-    name: str,
-    origin: str,
-    scheme: str,
-    secret_file: Path,
-    secret_key_file: Path | None,
-    data_dir: Path,
-    database_url: str | None,
+    name: str, origin: str, scheme: str, secret_file: Path, secret_key_file: Path | None, local: LocalStore
 ) -> None:
     """Seal the secret in SECRET_FILE under NAME, for ORIGIN only; prints its fingerprint."""
     import sys
@@ -78,21 +67,21 @@ def credentials_add(
     from tether.a2a.peer import add_credential
 
     secret = sys.stdin.read() if str(secret_file) == "-" else secret_file.read_text(encoding="utf-8")
-    seal = _sealing(data_dir, secret_key_file)
+    seal = _sealing(local.data_dir, secret_key_file)
 
     async def add(store: Store) -> Any:
         box = await seal(store)
         return await add_credential(store, box, name=name, origin=origin, scheme=scheme, secret=secret)
 
-    row = with_store(data_dir, database_url, add)
+    row = local.run(add)
     click.echo(f"added credential {name!r}: {row.scheme} for {row.origin} only (fingerprint {row.secret_fingerprint})")
 
 
 @credentials.command("list")
-@store_options
-def credentials_list(data_dir: Path, database_url: str | None) -> None:
+@on_store
+def credentials_list(local: LocalStore) -> None:
     """List credentials: name, origin, scheme and fingerprint (never the secret)."""
-    rows = with_store(data_dir, database_url, lambda store: store.list_credentials())
+    rows = local.run(lambda store: store.list_credentials())
     if not rows:
         click.echo("no outbound credentials; add one with: tether credentials add NAME --origin URL --secret-file FILE")
         return
@@ -101,10 +90,10 @@ def credentials_list(data_dir: Path, database_url: str | None) -> None:
 
 @credentials.command("remove")
 @click.argument("name")
-@store_options
-def credentials_remove(name: str, data_dir: Path, database_url: str | None) -> None:
+@on_store
+def credentials_remove(name: str, local: LocalStore) -> None:
     """Forget credential NAME; a hand-off that names it fails at its next call to its peer."""
-    removed = with_store(data_dir, database_url, lambda store: store.delete_credential(name))
+    removed = local.run(lambda store: store.delete_credential(name))
     if not removed:
         fail(f"error: no credential named {name!r} (see: tether credentials list)")
     click.echo(f"removed credential {name!r}")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from tether.cli import _render as render
 from tether.cli._output import fail, json_option, new_console, print_json
-from tether.cli._reach import store_options, with_store
+from tether.cli._reach import LocalStore, on_store
 from tether.errors import TetherError
 from tether.store.base import Store
 
@@ -44,10 +42,8 @@ def _scopes_option(ctx: click.Context, param: click.Parameter, value: str | None
     callback=_scopes_option,
     help='Comma-separated scopes, e.g. "runs:read,runs:create" (default: all scopes).',
 )
-@store_options
-def keys_create(
-    name: str, rotate: bool, tenant: str, scopes: list[str], data_dir: Path, database_url: str | None
-) -> None:
+@on_store
+def keys_create(name: str, rotate: bool, tenant: str, scopes: list[str], local: LocalStore) -> None:
     """Create a key and print it once; only its hash is stored. The raw key is the last line."""
     from tether.auth.keys import create_key
     from tether.clock import now_iso
@@ -56,7 +52,7 @@ def keys_create(
         replaced = rotate and await store.revoke_key(name, now_iso())
         return replaced, await create_key(store, name, tenant, scopes)
 
-    replaced, raw = with_store(data_dir, database_url, create, create=True)
+    replaced, raw = local.run(create, create=True)
     if replaced:
         click.echo(f"revoked the previous key {name!r}")
     click.echo(f"created key {name!r} for tenant {tenant!r} with scopes: {', '.join(scopes)}")
@@ -66,12 +62,12 @@ def keys_create(
 
 @keys.command("list")
 @json_option("Print the keys as a JSON array (never their secrets or hashes).")
-@store_options
-def keys_list(as_json: bool, data_dir: Path, database_url: str | None) -> None:
+@on_store
+def keys_list(as_json: bool, local: LocalStore) -> None:
     """List keys (never their secrets or hashes)."""
     from tether.auth.keys import ALL_SCOPES
 
-    rows = with_store(data_dir, database_url, lambda store: store.list_keys())
+    rows = local.run(lambda store: store.list_keys())
     if as_json:
         print_json(
             [
@@ -94,12 +90,12 @@ def keys_list(as_json: bool, data_dir: Path, database_url: str | None) -> None:
 
 @keys.command("revoke")
 @click.argument("name")
-@store_options
-def keys_revoke(name: str, data_dir: Path, database_url: str | None) -> None:
+@on_store
+def keys_revoke(name: str, local: LocalStore) -> None:
     """Revoke the active key NAME; a running host refuses it within seconds."""
     from tether.clock import now_iso
 
-    revoked = with_store(data_dir, database_url, lambda store: store.revoke_key(name, now_iso()))
+    revoked = local.run(lambda store: store.revoke_key(name, now_iso()))
     if not revoked:
         fail(f"error: no active key named {name!r} (see: tether keys list)")
     click.echo(f"revoked key {name!r}")

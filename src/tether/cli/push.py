@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from tether.cli import _render as render
-from tether.cli._client import segment
+from tether.cli._client import HostClient, segment
 from tether.cli._output import json_option, new_console, print_json
-from tether.cli._reach import connect, host_options
+from tether.cli._reach import on_host
 from tether.types import DELIVERY_KINDS
 
 
@@ -32,11 +32,10 @@ def push() -> None:
 )
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
 @json_option("Print the deliveries as a JSON array.")
-@host_options
-def push_list(status: str | None, kind: str | None, limit: int, as_json: bool, url: str, key: str | None) -> None:
+@on_host
+def push_list(status: str | None, kind: str | None, limit: int, as_json: bool, client: HostClient) -> None:
     """Deliveries of your tenant, newest first, with their last error."""
-    with connect(url, key) as client:
-        body = client.get("/v1/deliveries", {"limit": limit, "status": status, "kind": kind})
+    body = client.get("/v1/deliveries", {"limit": limit, "status": status, "kind": kind})
     items = body.get("deliveries", []) if isinstance(body, dict) else []
     if as_json:
         print_json(items)
@@ -50,9 +49,8 @@ def push_list(status: str | None, kind: str | None, limit: int, as_json: bool, u
 
 @push.command("redeliver")
 @click.argument("delivery_id")
-@host_options
-def push_redeliver(delivery_id: str, url: str, key: str | None) -> None:
+@on_host
+def push_redeliver(delivery_id: str, client: HostClient) -> None:
     """Send dead letter DELIVERY_ID again, from the start of the retry ladder."""
-    with connect(url, key) as client:
-        client.post(f"/v1/deliveries/{segment(delivery_id)}/redeliver", {})
+    client.post(f"/v1/deliveries/{segment(delivery_id)}/redeliver", {})
     click.echo(f"delivery {delivery_id}: pending again")

@@ -9,7 +9,7 @@ import click
 from tether.cli import _render as render
 from tether.cli._client import HostClient, segment
 from tether.cli._output import EXIT_FAILED, EXIT_INTERRUPTED, fail, json_option, new_console, print_json
-from tether.cli._reach import connect, host_options
+from tether.cli._reach import on_host
 from tether.types import RUN_STATUSES, TERMINAL, WAITING
 
 
@@ -34,7 +34,7 @@ def _run_path(run_id: str, *rest: str) -> str:
     "--waiting-on-peer", is_flag=True, help="Only unfinished runs that wait on another agent (a hand-off in flight)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON array of RunSnapshots (for scripts).")
-@host_options
+@on_host
 def runs_list(
     status: str | None,
     workflow_id: str | None,
@@ -42,16 +42,13 @@ def runs_list(
     cursor: str | None,
     waiting_on_peer: bool,
     as_json: bool,
-    url: str,
-    key: str | None,
+    client: HostClient,
 ) -> None:
     """The tenant's runs, newest first."""
-
     query = {"status": status, "workflowId": workflow_id, "limit": limit, "cursor": cursor}
     if waiting_on_peer:
         query["waitingOn"] = "peer"
-    with connect(url, key) as client:
-        body = client.get("/v1/runs", query)
+    body = client.get("/v1/runs", query)
     items = body.get("runs", []) if isinstance(body, dict) else []
     if as_json:
         print_json(items)
@@ -99,20 +96,19 @@ _SETTLED = frozenset({*TERMINAL, *WAITING})
 )
 @click.option("--wait", is_flag=True, help="Wait until the run ends or waits for someone, then print where it is.")
 @click.option("--json", "as_json", is_flag=True, help="Print the RunSnapshot (with --wait) or the creation answer.")
-@host_options
-def runs_start(workflow_id: str, inputs: dict[str, Any], wait: bool, as_json: bool, url: str, key: str | None) -> None:
+@on_host
+def runs_start(workflow_id: str, inputs: dict[str, Any], wait: bool, as_json: bool, client: HostClient) -> None:
     """Start a run of WORKFLOW_ID and print its id (the last line)."""
-    with connect(url, key) as client:
-        created = client.post("/v1/runs", {"workflowId": workflow_id, "inputs": inputs})
-        run_id = str(created.get("runId", "")) if isinstance(created, dict) else ""
-        if not wait:
-            if as_json:
-                print_json(created)
-            else:
-                click.echo(f"started run {run_id} of {workflow_id}")
-                click.echo(run_id)
-            return
-        snapshot = _settled(client, run_id)
+    created = client.post("/v1/runs", {"workflowId": workflow_id, "inputs": inputs})
+    run_id = str(created.get("runId", "")) if isinstance(created, dict) else ""
+    if not wait:
+        if as_json:
+            print_json(created)
+        else:
+            click.echo(f"started run {run_id} of {workflow_id}")
+            click.echo(run_id)
+        return
+    snapshot = _settled(client, run_id)
     if as_json:
         print_json(snapshot)
     else:
@@ -137,13 +133,12 @@ def _settled(client: HostClient, run_id: str) -> dict[str, Any]:
 @runs.command("get")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw RunSnapshot.")
-@host_options
-def runs_get(run_id: str, as_json: bool, url: str, key: str | None) -> None:
+@on_host
+def runs_get(run_id: str, as_json: bool, client: HostClient) -> None:
     """Where RUN_ID is, what it waits for, and how it ended."""
     import json
 
-    with connect(url, key) as client:
-        snapshot = client.get(_run_path(run_id))
+    snapshot = client.get(_run_path(run_id))
     if as_json:
         click.echo(json.dumps(snapshot, indent=2, ensure_ascii=False))
     else:
@@ -160,8 +155,8 @@ def runs_get(run_id: str, as_json: bool, url: str, key: str | None) -> None:
     "re-attached).",
 )
 @json_option("Print each event as one JSON object per line (JSON Lines).")
-@host_options
-def runs_events(run_id: str, follow: bool, as_json: bool, url: str, key: str | None) -> None:
+@on_host
+def runs_events(run_id: str, follow: bool, as_json: bool, client: HostClient) -> None:
     """Print RUN_ID's events, one line each.
 
     Columns: sequence, time, type, node, payload. With --follow in a terminal (and no
@@ -178,30 +173,29 @@ def runs_events(run_id: str, follow: bool, as_json: bool, url: str, key: str | N
         after = f"after event {last}" if last >= 0 else "from the start"
         click.echo(f"note: lost the stream ({reason}); re-attaching {after}", err=True)
 
-    with connect(url, key) as client:
-        if follow and not as_json and sys.stdout.isatty():
-            from tether.cli._live import follow_live
+    if follow and not as_json and sys.stdout.isatty():
+        from tether.cli._live import follow_live
 
-            console = new_console()
-            try:
-                follow_live(client, run_id, console)
-            except KeyboardInterrupt:
-                console.print(f"stopped watching; the run goes on (tether runs get {run_id})", markup=False)
-                raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        console = new_console()
+        try:
+            follow_live(client, run_id, console)
+        except KeyboardInterrupt:
+            console.print(f"stopped watching; the run goes on (tether runs get {run_id})", markup=False)
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        return
+    if follow:
+        for event in client.follow_events(run_id, "debug", on_reattach=reattaching):
+            click.echo(line(event))
+        return
+    params: dict[str, Any] = {"timeout": 1}
+    while True:
+        page = client.get(_run_path(run_id, "events", "poll"), params)
+        events = page.get("events", []) if isinstance(page, dict) else []
+        for event in events:
+            click.echo(line(event))
+        if not events or page.get("isComplete"):
             return
-        if follow:
-            for event in client.follow_events(run_id, "debug", on_reattach=reattaching):
-                click.echo(line(event))
-            return
-        params: dict[str, Any] = {"timeout": 1}
-        while True:
-            page = client.get(_run_path(run_id, "events", "poll"), params)
-            events = page.get("events", []) if isinstance(page, dict) else []
-            for event in events:
-                click.echo(line(event))
-            if not events or page.get("isComplete"):
-                return
-            params["lastSequence"] = events[-1].get("sequence")
+        params["lastSequence"] = events[-1].get("sequence")
 
 
 def _pending_interrupt(client: HostClient, run_id: str, status: str, what: str) -> str:
@@ -221,13 +215,12 @@ def _resolve(client: HostClient, run_id: str, node_id: str, resume_value: dict[s
     return result if isinstance(result, dict) else {}
 
 
-def _decide(action: str, run_id: str, comment: str | None, url: str, key: str | None) -> None:
+def _decide(client: HostClient, action: str, run_id: str, comment: str | None) -> None:
     resume: dict[str, Any] = {"action": action}
     if comment is not None:
         resume["feedback"] = comment
-    with connect(url, key) as client:
-        node_id = _pending_interrupt(client, run_id, "waiting-approval", "an approval")
-        result = _resolve(client, run_id, node_id, resume)
+    node_id = _pending_interrupt(client, run_id, "waiting-approval", "an approval")
+    result = _resolve(client, run_id, node_id, resume)
     verb = "accepted" if action == "accept" else "rejected"
     click.echo(f"{verb} run {run_id} at node {node_id!r}; run is now {result.get('status', '?')}")
 
@@ -235,19 +228,19 @@ def _decide(action: str, run_id: str, comment: str | None, url: str, key: str | 
 @runs.command("approve")
 @click.argument("run_id")
 @click.option("--comment", help="Feedback recorded with the decision.")
-@host_options
-def runs_approve(run_id: str, comment: str | None, url: str, key: str | None) -> None:
+@on_host
+def runs_approve(run_id: str, comment: str | None, client: HostClient) -> None:
     """Accept the approval gate RUN_ID waits at."""
-    _decide("accept", run_id, comment, url, key)
+    _decide(client, "accept", run_id, comment)
 
 
 @runs.command("reject")
 @click.argument("run_id")
 @click.option("--comment", help="Feedback recorded with the decision.")
-@host_options
-def runs_reject(run_id: str, comment: str | None, url: str, key: str | None) -> None:
+@on_host
+def runs_reject(run_id: str, comment: str | None, client: HostClient) -> None:
     """Reject the approval gate RUN_ID waits at."""
-    _decide("reject", run_id, comment, url, key)
+    _decide(client, "reject", run_id, comment)
 
 
 def _answers_option(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -271,26 +264,24 @@ def _answers_option(ctx: click.Context, param: click.Parameter, values: tuple[st
     metavar="ID=VALUE",
     help="Answer to one question (repeat for each).",
 )
-@host_options
-def runs_answer(run_id: str, answers: dict[str, str], url: str, key: str | None) -> None:
+@on_host
+def runs_answer(run_id: str, answers: dict[str, str], client: HostClient) -> None:
     """Answer the clarification RUN_ID waits for."""
-    with connect(url, key) as client:
-        node_id = _pending_interrupt(client, run_id, "waiting-input", "input")
-        result = _resolve(client, run_id, node_id, {"answers": answers})
+    node_id = _pending_interrupt(client, run_id, "waiting-input", "input")
+    result = _resolve(client, run_id, node_id, {"answers": answers})
     click.echo(f"answered run {run_id} at node {node_id!r}; run is now {result.get('status', '?')}")
 
 
 @runs.command("cancel")
 @click.argument("run_id")
 @click.option("--reason", help="Why, recorded on run.cancelled.")
-@host_options
-def runs_cancel(run_id: str, reason: str | None, url: str, key: str | None) -> None:
+@on_host
+def runs_cancel(run_id: str, reason: str | None, client: HostClient) -> None:
     """Cancel RUN_ID.
 
     A waiting run ends at once; a running one goes through cancelling.
     """
-    with connect(url, key) as client:
-        result = client.post(_run_path(run_id, "cancel"), {"reason": reason} if reason else {})
+    result = client.post(_run_path(run_id, "cancel"), {"reason": reason} if reason else {})
     status = result.get("status", "?") if isinstance(result, dict) else "?"
     click.echo(f"run {run_id}: {status}")
 
@@ -306,20 +297,19 @@ def runs_cancel(run_id: str, reason: str | None, url: str, key: str | None) -> N
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the purged (or, with --dry-run, purgeable) run ids as JSON."
 )
-@host_options
-def runs_purge(before: str, dry_run: bool, as_json: bool, url: str, key: str | None) -> None:
+@on_host
+def runs_purge(before: str, dry_run: bool, as_json: bool, client: HostClient) -> None:
     """Purge the tenant's finished runs that ended before TIMESTAMP, as task retention would.
 
     A purged run, its events and its A2A task read afterwards as an unknown id. Runs that
     have not ended, or still have a push or webhook pending, are kept.
     """
     ids: list[str] = []
-    with connect(url, key) as client:
-        while True:
-            body = client.post("/v1/runs:purge", {"before": before, "dryRun": dry_run})
-            ids += body["runIds"]
-            if dry_run or not body["more"]:  # a dry run lists the first 1000 at most
-                break
+    while True:
+        body = client.post("/v1/runs:purge", {"before": before, "dryRun": dry_run})
+        ids += body["runIds"]
+        if dry_run or not body["more"]:  # a dry run lists the first 1000 at most
+            break
     if as_json:
         print_json(ids)
         return

@@ -7,8 +7,9 @@ from pathlib import Path
 import click
 
 from tether.cli import _render as render
+from tether.cli._client import HostClient
 from tether.cli._output import EXIT_FAILED, json_option, new_console, print_json
-from tether.cli._reach import connect, host_options
+from tether.cli._reach import on_host
 
 
 @click.group()
@@ -18,11 +19,10 @@ def workflows() -> None:
 
 @workflows.command("list")
 @json_option("Print the workflows as a JSON array.")
-@host_options
-def workflows_list(as_json: bool, url: str, key: str | None) -> None:
+@on_host
+def workflows_list(as_json: bool, client: HostClient) -> None:
     """Workflows the running host has loaded, and whether it can execute each."""
-    with connect(url, key) as client:
-        body = client.get("/v1/workflows")
+    body = client.get("/v1/workflows")
     items = body.get("workflows", []) if isinstance(body, dict) else []
     if as_json:
         print_json(items)
