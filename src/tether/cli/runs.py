@@ -33,7 +33,7 @@ def _run_path(run_id: str, *rest: str) -> str:
 @click.option(
     "--waiting-on-peer", is_flag=True, help="Only unfinished runs that wait on another agent (a hand-off in flight)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON array of RunSnapshots (for scripts).")
+@json_option("Print the runs as a JSON array of RunSnapshots (for scripts).")
 @on_host
 def runs_list(
     status: str | None,
@@ -95,7 +95,7 @@ _SETTLED = frozenset({*TERMINAL, *WAITING})
     help="One input variable (repeat for each): NAME=VALUE sets a string, NAME:=JSON any JSON value.",
 )
 @click.option("--wait", is_flag=True, help="Wait until the run ends or waits for someone, then print where it is.")
-@click.option("--json", "as_json", is_flag=True, help="Print the RunSnapshot (with --wait) or the creation answer.")
+@json_option("Print the RunSnapshot (with --wait) or the creation answer.")
 @on_host
 def runs_start(workflow_id: str, inputs: dict[str, Any], wait: bool, as_json: bool, client: HostClient) -> None:
     """Start a run of WORKFLOW_ID and print its id (the last line)."""
@@ -132,15 +132,13 @@ def _settled(client: HostClient, run_id: str) -> dict[str, Any]:
 
 @runs.command("get")
 @click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the raw RunSnapshot.")
+@json_option("Print the raw RunSnapshot.")
 @on_host
 def runs_get(run_id: str, as_json: bool, client: HostClient) -> None:
     """Where RUN_ID is, what it waits for, and how it ended."""
-    import json
-
     snapshot = client.get(_run_path(run_id))
     if as_json:
-        click.echo(json.dumps(snapshot, indent=2, ensure_ascii=False))
+        print_json(snapshot)
     else:
         click.echo(render.run_summary(snapshot))
 
@@ -225,9 +223,13 @@ def _decide(client: HostClient, action: str, run_id: str, comment: str | None) -
     click.echo(f"{verb} run {run_id} at node {node_id!r}; run is now {result.get('status', '?')}")
 
 
+#: ``--comment`` of ``approve`` and ``reject``
+_comment_option = click.option("--comment", help="Feedback recorded with the decision.")
+
+
 @runs.command("approve")
 @click.argument("run_id")
-@click.option("--comment", help="Feedback recorded with the decision.")
+@_comment_option
 @on_host
 def runs_approve(run_id: str, comment: str | None, client: HostClient) -> None:
     """Accept the approval gate RUN_ID waits at."""
@@ -236,7 +238,7 @@ def runs_approve(run_id: str, comment: str | None, client: HostClient) -> None:
 
 @runs.command("reject")
 @click.argument("run_id")
-@click.option("--comment", help="Feedback recorded with the decision.")
+@_comment_option
 @on_host
 def runs_reject(run_id: str, comment: str | None, client: HostClient) -> None:
     """Reject the approval gate RUN_ID waits at."""
@@ -294,9 +296,7 @@ def runs_cancel(run_id: str, reason: str | None, client: HostClient) -> None:
     help="Purge runs that ended before this instant: ISO 8601 with an offset (2026-11-30T00:00:00Z).",
 )
 @click.option("--dry-run", is_flag=True, help="Only list the runs that would go; delete nothing.")
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print the purged (or, with --dry-run, purgeable) run ids as JSON."
-)
+@json_option("Print the purged (or, with --dry-run, purgeable) run ids as JSON.")
 @on_host
 def runs_purge(before: str, dry_run: bool, as_json: bool, client: HostClient) -> None:
     """Purge the tenant's finished runs that ended before TIMESTAMP, as task retention would.
