@@ -57,7 +57,10 @@ class Pair:
         b_pushes: bool = True,
         b_anonymous: bool = True,
         a_args: tuple[str, ...] = (),
+        a_database: str | None = None,
+        b_database: str | None = None,
     ) -> None:
+        """``a_database``/``b_database``: a PostgreSQL database for that host (else it stores in SQLite)."""
         self.ca_file, self.cert, self.key = write_tls(folder)
         tls = (
             "--tls-certfile",
@@ -74,7 +77,7 @@ class Pair:
             (b_flows / f"{doc['id']}.json").write_text(json.dumps(doc))
         public = ("--a2a-anonymous-tenant", "default") if b_anonymous else ()
         b_args = (*tls, "--port", str(self.b_port), *public, "--workflows", str(b_flows))
-        self.b = HostProcess(folder / "b", *b_args, *(SECURE if b_pushes else ()))
+        self.b = HostProcess(folder / "b", *b_args, *(SECURE if b_pushes else ()), database_url=b_database)
         self.b.start()
         self.b_url = self.b.url
         flows = folder / "a-workflows"
@@ -83,7 +86,7 @@ class Pair:
             (flows / f"{doc['id']}.json").write_text(json.dumps(doc))
         self.a_port = free_port()
         a_all = (*tls, *SECURE, "--port", str(self.a_port), "--workflows", str(flows), *a_args)
-        self.a = HostProcess(folder / "a", *a_all)
+        self.a = HostProcess(folder / "a", *a_all, database_url=a_database)
         self.a.start()
         assert self.a.url.startswith("https://") and self.b.url.startswith("https://")
         assert self.a.dev_key and self.b.dev_key
