@@ -12,8 +12,11 @@ AUTH_REQUIRED → ``waiting-input``, #4 REJECTED → ``failed``/``rejected_by_re
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -23,7 +26,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from handoff_hosts import SECURE, Doc, assert_clean, outputs_of, until_status, write_tls
+from a2a_wire import get_task, message, send, wait_state
+from handoff_hosts import SECURE, Doc, assert_clean, events, outputs_of, run, until_status, write_tls
 from harness import HostProcess
 from sidecars import require_sidecar
 from workflow_docs import node, workflow_doc
@@ -35,6 +39,11 @@ PEER_KINDS = {
     "sdk13": (PEERS / "sdk13_peer.py", PEERS / "sdk13_requirements.txt", "1.0"),
 }
 ROUNDTRIP = "conformance-a2a-task-roundtrip"
+HANDOFF = "vendor.tether.a2a-handoff"
+#: the file both peers ask ``input-required-file`` with (the same seed as theirs)
+DRAFT = random.Random(2026).randbytes(300_000)
+SENT = random.Random(26).randbytes(1024 * 1024 + 5)
+URI = "https://files.example.com/q3/report.pdf?rev=7"
 
 
 @pytest.fixture(scope="module", params=sorted(PEER_KINDS))
@@ -89,6 +98,9 @@ def host(tmp_path_factory: pytest.TempPathFactory, peer: tuple[str, Path]) -> It
         variables,
     )
     (flows / "hand-sdk.json").write_text(json.dumps(hand))
+    files = {**prompt, "files": {"type": "variable", "variableName": "message"}}  # the A2A message's files
+    hand_file = workflow_doc("hand-sdk-file", [node("peer", HANDOFF, config={"agent": peer_url}, inputs=files)], [])
+    (flows / "hand-sdk-file.json").write_text(json.dumps(hand_file))
     # the fixture as openwop#1028 shapes it: one node, the conformance name, skill echo, no agent, no inputs
     drift = [{"name": "driftScenario", "type": "string", "required": False}]
     roundtrip = workflow_doc(
@@ -218,3 +230,69 @@ def test_the_conformance_fixture_is_advertised_and_its_drift_legs_pass(a: httpx.
     failed = until_status(a, rejected, "completed", "failed", "cancelled")  # drift #4
     assert failed["status"] == "failed" and failed["error"]["code"] == "rejected_by_remote", failed
     assert "rejected" in json.dumps(failed).lower()
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_a_file_reaches_the_sdk_peer_in_its_version_and_its_echo_comes_back(
+    a: httpx.Client, peer_folder: Path, peer_kind: str
+) -> None:
+    """The SDK's own server parses the file as its version writes it (0.3 bytes/mimeType/name, 1.0
+    raw/mediaType/filename) and echoes it: A answers its client with it, byte for byte, marked untrusted."""
+    asked = message("hello with a file", skill="hand-sdk-file")
+    encoded = base64.b64encode(SENT).decode()
+    asked["parts"] += [
+        {"kind": "file", "file": {"bytes": encoded, "name": "q3.bin", "mimeType": "application/octet-stream"}},
+        {"kind": "file", "file": {"uri": URI, "name": "signed.pdf", "mimeType": "application/pdf"}},
+    ]
+    task_id = send(a, asked, blocking=False)["id"]
+    done = wait_state(a, task_id, "completed", "failed", timeout=30)
+    assert done["status"]["state"] == "completed", done
+    b_task = outputs_of(run(a, task_id))["taskId"]
+    [sent] = [
+        r for r in received(peer_folder, task_id, b_task) if r["body"]["method"] in ("message/send", "SendMessage")
+    ]
+    parts = sent["body"]["params"]["message"]["parts"]
+    if PEER_KINDS[peer_kind][2] == "0.3":
+        assert parts[1] == {
+            "kind": "file",
+            "file": {"bytes": encoded, "name": "q3.bin", "mimeType": "application/octet-stream"},
+        }
+        assert parts[2] == {"kind": "file", "file": {"uri": URI, "name": "signed.pdf", "mimeType": "application/pdf"}}
+    else:
+        assert parts[1] == {"raw": encoded, "filename": "q3.bin", "mediaType": "application/octet-stream"}
+        assert parts[2] == {"url": URI, "filename": "signed.pdf", "mediaType": "application/pdf"}
+    [artifact] = get_task(a, task_id)["artifacts"]
+    echoed = artifact["parts"]
+    assert [p["kind"] for p in echoed] == ["text", "file", "file"], echoed
+    assert all(p["metadata"]["contentTrust"] == "untrusted" for p in echoed)
+    assert sha(base64.b64decode(echoed[1]["file"]["bytes"], validate=True)) == sha(SENT)
+    assert echoed[2]["file"] == {"uri": URI, "name": "signed.pdf", "mimeType": "application/pdf"}
+    assert encoded not in json.dumps(events(a, task_id))
+    assert_clean(a, task_id)
+
+
+def test_the_peers_question_comes_with_its_file_kept_here(a: httpx.Client, peer: tuple[str, Path]) -> None:
+    run_id = start(a, "hand-sdk", {"prompt": "input-required-file"})
+    waiting = until_status(a, run_id, "waiting-input", "failed", "completed")
+    assert waiting["status"] == "waiting-input", waiting
+    asked = waiting["interrupt"]["peerQuestion"]
+    assert asked["message"] == "Which colour should it be?" and asked["contentTrust"] == "untrusted"
+    [draft] = asked["files"]
+    digest = f"sha256:{sha(DRAFT)}"
+    assert draft["file"] == {
+        "blob": digest,
+        "size": len(DRAFT),
+        "name": "draft.bin",
+        "mimeType": "application/octet-stream",
+    }
+    assert draft["metadata"]["contentTrust"] == "untrusted" and draft["metadata"]["source"]["agent"] == peer[0]
+    download = a.get(f"/v1/runs/{run_id}/files/{digest}")
+    assert download.status_code == 200 and sha(download.content) == sha(DRAFT)
+    assert base64.b64encode(DRAFT).decode() not in json.dumps(events(a, run_id))
+    [question] = waiting["interrupt"]["data"]["questions"]
+    assert a.post(f"/v1/runs/{run_id}/interrupts/peer", json={"resumeValue": {"answers": {question["id"]: "teal"}}})
+    assert until_status(a, run_id, "completed", "failed")["status"] == "completed"
+    assert_clean(a, run_id)

@@ -7,14 +7,17 @@ Run as its own process::
 It binds 127.0.0.1 on a free port and prints ``peer: serving on https://127.0.0.1:PORT``.
 What it does with a message is named by the message (its text, or a data part's
 ``driftScenario``, as the conformance fixture sends): ``input-required`` asks a question and
-completes with the answer it is given; ``auth-required`` and ``rejected`` stop there;
-anything else is echoed back as a completed task's artifact. With ``--record FILE`` it
+completes with the answer it is given (``input-required-file`` asks it with a file,
+``DRAFT``); ``auth-required`` and ``rejected`` stop there; anything else is echoed back as
+a completed task's artifact, its files included. With ``--record FILE`` it
 appends one JSON line per POST it receives (its ``traceparent`` header and its body), for
 tests of what callers send.
 """
 
 from __future__ import annotations
 
+import base64
+import random
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -26,7 +29,10 @@ from a2a.types import (
     AgentCapabilities,
     AgentCard,
     AgentSkill,
+    Artifact,
     DataPart,
+    FilePart,
+    FileWithBytes,
     Message,
     Part,
     Role,
@@ -35,11 +41,13 @@ from a2a.types import (
     TaskStatus,
     TextPart,
 )
-from a2a.utils import get_message_text, new_text_artifact
+from a2a.utils import get_message_text
 from serving import serve
 
-SCENARIOS = ("input-required", "auth-required", "rejected")
+SCENARIOS = ("input-required", "input-required-file", "auth-required", "rejected")
 QUESTION = "Which colour should it be?"
+#: the file the peer asks its question with (the tests know it by the same seed)
+DRAFT = random.Random(2026).randbytes(300_000)
 
 
 def scenario_of(message: Message) -> str:
@@ -50,14 +58,19 @@ def scenario_of(message: Message) -> str:
     return text if text in SCENARIOS else "echo"
 
 
-def said(text: str, context_id: str, task_id: str) -> Message:
+def said(text: str, context_id: str, task_id: str, *files: Part) -> Message:
     return Message(
         role=Role.agent,
         message_id=f"{task_id}-{len(text)}",
         context_id=context_id,
         task_id=task_id,
-        parts=[Part(root=TextPart(text=text))],
+        parts=[Part(root=TextPart(text=text)), *files],
     )
+
+
+def draft() -> Part:
+    data = base64.b64encode(DRAFT).decode()
+    return Part(root=FilePart(file=FileWithBytes(bytes=data, name="draft.bin", mime_type="application/octet-stream")))
 
 
 class ScriptedExecutor(AgentExecutor):
@@ -71,31 +84,40 @@ class ScriptedExecutor(AgentExecutor):
         if current is not None and current.status.state == TaskState.input_required:  # the answer to our question
             answer = [p.root.data for p in message.parts if isinstance(p.root, DataPart)]
             text = str(answer[0]) if answer else get_message_text(message)
-            await event_queue.enqueue_event(self._task(task_id, context_id, TaskState.completed, artifact=text))
+            await event_queue.enqueue_event(self._task(task_id, context_id, TaskState.completed, artifact=[text]))
             return
         scenario = scenario_of(message)
-        if scenario == "input-required":
+        files: list[Part] = []
+        if scenario in ("input-required", "input-required-file"):
             state, note = TaskState.input_required, QUESTION
+            files = [draft()] if scenario == "input-required-file" else []
         elif scenario == "auth-required":
             state, note = TaskState.auth_required, "Authorize the calendar (read): https://auth.example/connect"
         elif scenario == "rejected":
             state, note = TaskState.rejected, "I will not do that"
         else:
-            await event_queue.enqueue_event(
-                self._task(task_id, context_id, TaskState.completed, artifact=get_message_text(message))
-            )
+            echoed = [get_message_text(message), *(p for p in message.parts if isinstance(p.root, FilePart))]
+            await event_queue.enqueue_event(self._task(task_id, context_id, TaskState.completed, artifact=echoed))
             return
-        await event_queue.enqueue_event(self._task(task_id, context_id, state, note=note))
+        await event_queue.enqueue_event(self._task(task_id, context_id, state, note=note, files=files))
 
     @staticmethod
     def _task(
-        task_id: str, context_id: str, state: TaskState, *, note: str | None = None, artifact: str | None = None
+        task_id: str,
+        context_id: str,
+        state: TaskState,
+        *,
+        note: str | None = None,
+        files: list[Part] | None = None,
+        artifact: list[str | Part] | None = None,
     ) -> Task:
+        """The task as it is now; ``artifact``: the echo's parts (a string is a text part)."""
+        parts = [Part(root=TextPart(text=p)) if isinstance(p, str) else p for p in artifact or ()]
         return Task(
             id=task_id,
             context_id=context_id,
-            status=TaskStatus(state=state, message=said(note, context_id, task_id) if note else None),
-            artifacts=[new_text_artifact(name="echo", text=artifact)] if artifact is not None else None,
+            status=TaskStatus(state=state, message=said(note, context_id, task_id, *(files or [])) if note else None),
+            artifacts=[Artifact(artifact_id=f"{task_id}-echo", name="echo", parts=parts)] if artifact else None,
         )
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

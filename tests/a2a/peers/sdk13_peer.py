@@ -9,12 +9,14 @@ It binds 127.0.0.1 on a free port and prints ``peer: serving on https://127.0.0.
 Its card offers A2A 1.0 over JSON-RPC only, and no pushes. What it does with a message is
 named by the message (its text, or a data part's ``driftScenario``, as the conformance
 fixture sends): ``input-required`` asks a question and completes with the answer it is
-given; ``auth-required`` and ``rejected`` stop there; anything else is echoed back as a
-completed task's artifact. ``--record FILE`` appends what it is sent (``serving.py``).
+given (``input-required-file`` asks it with a file, ``DRAFT``); ``auth-required`` and
+``rejected`` stop there; anything else is echoed back as a completed task's artifact, its
+files included. ``--record FILE`` appends what it is sent (``serving.py``).
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from a2a.helpers import get_data_parts, get_message_text, new_task_from_user_message
@@ -27,8 +29,10 @@ from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, Agen
 from serving import serve
 from starlette.applications import Starlette
 
-SCENARIOS = ("input-required", "auth-required", "rejected")
+SCENARIOS = ("input-required", "input-required-file", "auth-required", "rejected")
 QUESTION = "Which colour should it be?"
+#: the file the peer asks its question with (the tests know it by the same seed)
+DRAFT = random.Random(2026).randbytes(300_000)
 
 
 class ScriptedExecutor(AgentExecutor):
@@ -51,13 +55,17 @@ class ScriptedExecutor(AgentExecutor):
             await updater.complete()
         elif scenario == "input-required":
             await updater.requires_input(updater.new_agent_message([Part(text=QUESTION)]))
+        elif scenario == "input-required-file":
+            draft = Part(raw=DRAFT, filename="draft.bin", media_type="application/octet-stream")
+            await updater.requires_input(updater.new_agent_message([Part(text=QUESTION), draft]))
         elif scenario == "auth-required":
             note = "Authorize the calendar (read): https://auth.example/connect"
             await updater.requires_auth(updater.new_agent_message([Part(text=note)]))
         elif scenario == "rejected":
             await updater.reject(updater.new_agent_message([Part(text="I will not do that")]))
         else:
-            await updater.add_artifact([Part(text=text)], name="echo")
+            files = [p for p in message.parts if p.WhichOneof("content") in ("raw", "url")]
+            await updater.add_artifact([Part(text=text), *files], name="echo")
             await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
