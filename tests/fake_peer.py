@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tether.engine.peer import PeerCall, PeerRef, PeerRefused, PeerTask, PeerUnavailable
+from tether.engine.handoff.peer import PeerCall, PeerRef, PeerRefused, PeerTask, PeerUnavailable
 
 
 @dataclass

@@ -46,13 +46,13 @@ from tether.egress.service import build_egress
 from tether.engine.cluster import LeaseSettings
 from tether.engine.engine import Engine
 from tether.engine.follow import RunLogs
-from tether.engine.handoff import HandoffSettings
+from tether.engine.handoff.follower import HandoffSettings
 from tether.engine.nodes import Handler, node_handlers
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows, folder_workflows
 from tether.engine.retention import Retention
 from tether.engine.run_feed import RunFeed
-from tether.engine.workflow import load_workflow_file
+from tether.engine.validation import load_workflow_file
 from tether.http import errors, openapi
 from tether.http.middleware import BodyLimit, DateHeader, TraceparentEcho
 from tether.http.routing import Kind

@@ -284,7 +284,7 @@ def test_a_forged_push_is_refused_and_changes_nothing(pair: Pair) -> None:
 
 
 def _handoff_id(run_id: str) -> str:
-    from tether.engine.handoff import handoff_id
+    from tether.engine.handoff.record import handoff_id
 
     return handoff_id(run_id, "peer")
 

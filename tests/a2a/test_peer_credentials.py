@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tether.a2a.peer import OutboundCredentials, add_credential, canonical_origin
-from tether.engine.peer import PeerRefused
+from tether.engine.handoff.peer import PeerRefused
 from tether.secrets import SecretBox
 from tether.store.sqlite import SqliteStore
 

@@ -12,7 +12,7 @@ import pytest
 
 from tether.a2a.files import FileLimits
 from tether.a2a.peer._files import kept, outbound
-from tether.engine.peer import PeerFile, PeerRefused, PeerTask
+from tether.engine.handoff.peer import PeerFile, PeerRefused, PeerTask
 from tether.files import Blob
 
 LIMITS = FileLimits(part=1000, message=1500)

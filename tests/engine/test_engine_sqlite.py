@@ -25,7 +25,7 @@ from tether.engine.engine import Engine
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows
 from tether.engine.state import fold
-from tether.engine.workflow import load_workflow
+from tether.engine.validation import load_workflow
 from tether.errors import Conflict, Unprocessable
 from tether.files import Blob
 from tether.store.base import RunRow

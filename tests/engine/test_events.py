@@ -24,11 +24,11 @@ from tether.auth.keys import ALL_SCOPES
 from tether.engine import events
 from tether.engine.engine import Engine
 from tether.engine.events import EVENT_TYPES, NewEvent
-from tether.engine.handoff import HandoffSettings
+from tether.engine.handoff.follower import HandoffSettings
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows
 from tether.engine.state import CANCEL_REQUESTED
-from tether.engine.workflow import load_workflow
+from tether.engine.validation import load_workflow
 from tether.run_state import DrainPolicy
 from tether.store.base import RunRow
 from tether.store.sqlite import SqliteStore

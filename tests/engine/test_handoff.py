@@ -19,10 +19,10 @@ from workflow_docs import node, workflow_doc
 
 from tether.auth.keys import ALL_SCOPES
 from tether.engine.engine import Engine
-from tether.engine.handoff import HandoffSettings
+from tether.engine.handoff.follower import HandoffSettings
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
-from tether.engine.workflow import load_workflow
+from tether.engine.validation import load_workflow
 from tether.store.base import RunRow
 from tether.store.sqlite import SqliteStore
 from tether.types import TERMINAL, Principal

@@ -21,11 +21,11 @@ from workflow_docs import node, workflow_doc
 
 from tether.auth.keys import ALL_SCOPES
 from tether.engine.engine import Engine
-from tether.engine.handoff import HandoffSettings
+from tether.engine.handoff.follower import HandoffSettings
+from tether.engine.handoff.peer import PeerFile
 from tether.engine.notifier import Notifier
-from tether.engine.peer import PeerFile
 from tether.engine.registry import WorkflowRegistry
-from tether.engine.workflow import load_workflow
+from tether.engine.validation import load_workflow
 from tether.files import Blob, stored_part
 from tether.store.base import RunRow
 from tether.store.sqlite import SqliteStore

@@ -26,11 +26,11 @@ from workflow_docs import workflow_doc
 from tether import clock
 from tether.auth.keys import ALL_SCOPES
 from tether.engine.engine import Engine
-from tether.engine.handoff import HandoffSettings
+from tether.engine.handoff.follower import HandoffSettings
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows
 from tether.engine.state import fold
-from tether.engine.workflow import load_workflow
+from tether.engine.validation import load_workflow
 from tether.errors import Conflict
 from tether.store.base import RunRow
 from tether.store.sqlite import SqliteStore

@@ -13,7 +13,8 @@ import pytest
 
 from tether.engine.scheduler import Execute, Fail, Finish, Skip, Wait, plan, run_outputs
 from tether.engine.state import fold
-from tether.engine.workflow import WorkflowDefinition, load_workflow
+from tether.engine.validation import load_workflow
+from tether.engine.workflow import WorkflowDefinition
 
 RUN = "run_test"
 T0 = "2026-01-01T00:00:00.000Z"

@@ -1,4 +1,4 @@
-"""Tests for tether.engine.workflow, with the official OpenWOP schema as the oracle."""
+"""Tests for tether.engine.workflow and tether.engine.validation, with the official OpenWOP schema as the oracle."""
 
 from __future__ import annotations
 
@@ -13,16 +13,8 @@ import pytest
 from schemas import fixtures_dir, openwop_validator
 
 from tether.engine.expressions import compile_check, placeholders
-from tether.engine.workflow import (
-    ConnectionPort,
-    StaticPort,
-    VariablePort,
-    WorkflowDefinition,
-    executability_problems,
-    load_workflow,
-    load_workflow_file,
-    validate_inputs,
-)
+from tether.engine.validation import executability_problems, load_workflow, load_workflow_file, validate_inputs
+from tether.engine.workflow import ConnectionPort, StaticPort, VariablePort, WorkflowDefinition
 from tether.errors import InvalidInput, WorkflowInvalid
 
 Doc = dict[str, Any]

@@ -21,7 +21,7 @@ from tether.a2a.projection import INTERRUPTED, TERMINAL, status_view, task
 from tether.a2a.surface import A2ASurface
 from tether.a2a.tasks import A2A_TRANSPORT, context_of
 from tether.egress.guard import EgressRefused
-from tether.engine.engine import Projector
+from tether.engine.driver import Projector
 from tether.ids import new_id
 from tether.store.base import Extra, Fanout, PushConfigRow, RunRow
 

@@ -38,7 +38,7 @@ def workflows_list(as_json: bool, client: HostClient) -> None:
 def workflows_validate(file: Path) -> None:
     """Check FILE against the workflow schema and what this engine can run (no host needed)."""
     from tether.engine.nodes import SUPPORTED_TYPE_IDS
-    from tether.engine.workflow import executability_problems, load_workflow_file
+    from tether.engine.validation import executability_problems, load_workflow_file
     from tether.errors import WorkflowInvalid
 
     try:

@@ -14,7 +14,7 @@ import orjson
 
 from tether import clock
 from tether.engine.events import ENGINE_VERSION, NewEvent
-from tether.engine.nodes import HANDOFF_TYPES
+from tether.engine.handoff.record import HANDOFF_TYPES
 from tether.engine.state import apply, evolve
 from tether.files import Blob
 from tether.ids import new_id

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tether.engine import expressions
+from tether.engine.handoff.peer import PeerCall, PeerFile
+from tether.engine.handoff.record import HANDOFF_ALIASES, HANDOFF_TYPE
 from tether.engine.hitl import gate_actions
-from tether.engine.peer import PeerCall, PeerFile
 from tether.errors import InvalidInput
 from tether.files import DIGEST
 from tether.run_state import ErrorObject, InterruptKind
@@ -164,11 +165,6 @@ def _external(ctx: NodeContext) -> Outcome:
     )
 
 
-HANDOFF_TYPE = "vendor.tether.a2a-handoff"
-#: the names the conformance fixtures give a hand-off node (served only with the test seams on)
-HANDOFF_ALIASES = ("core.conformance.a2a-invoke", "core.a2a.invoke")
-#: every type id a hand-off node runs under
-HANDOFF_TYPES = frozenset({HANDOFF_TYPE, *HANDOFF_ALIASES})
 _VERSIONS = ("auto", "1.0", "0.3")
 
 

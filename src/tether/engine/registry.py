@@ -8,7 +8,8 @@ from importlib import resources
 from pathlib import Path
 
 from tether.engine.nodes import SUPPORTED_TYPE_IDS
-from tether.engine.workflow import WorkflowDefinition, executability_problems, load_workflow, load_workflow_file
+from tether.engine.validation import executability_problems, load_workflow, load_workflow_file
+from tether.engine.workflow import WorkflowDefinition
 from tether.errors import NotFound
 
 

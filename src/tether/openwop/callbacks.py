@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from tether.engine.engine import Projector
+from tether.engine.driver import Projector
 from tether.openwop.snapshot import interrupt_deadline
 from tether.openwop.tokens import TokenSigner
 from tether.settings import Settings

@@ -11,7 +11,8 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from starlette.responses import Response
 
 from tether.engine.engine import IdempotencyClaim
-from tether.engine.handoff import Handoffs, in_flight
+from tether.engine.handoff.follower import Handoffs
+from tether.engine.handoff.record import in_flight
 from tether.engine.retention import BATCH
 from tether.engine.state import STARTED
 from tether.errors import Conflict, Forbidden, InvalidInput, NotFound

@@ -6,7 +6,7 @@ from typing import Any
 
 from tether import clock
 from tether.engine.batch import ENGINE_VERSION
-from tether.engine.reverse import peer_subkind
+from tether.engine.handoff.record import peer_subkind
 from tether.openwop.tokens import TokenSigner
 from tether.run_state import InterruptRecord
 from tether.store.base import RunRow

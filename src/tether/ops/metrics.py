@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tether import clock, tracing
-from tether.engine.handoff import in_flight
+from tether.engine.handoff.record import in_flight
 from tether.ops.logs import InfoLines
 from tether.store.base import Commit, Store
 from tether.types import RUN_STATUSES, TERMINAL, WAITING

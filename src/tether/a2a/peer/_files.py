@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from tether.a2a.files import FileLimits
-from tether.engine.peer import PeerFile, PeerRefused, PeerTask
+from tether.engine.handoff.peer import PeerFile, PeerRefused, PeerTask
 from tether.files import Blob, decode_base64, stored_part
 
 __all__ = ["inline_chars", "kept", "outbound"]

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from tether.a2a import v10
 from tether.a2a.jsonrpc import InvalidParams
-from tether.engine.peer import PeerTask
+from tether.engine.handoff.peer import PeerTask
 
 __all__ = ["METHODS", "message", "render_message", "task_of"]
 

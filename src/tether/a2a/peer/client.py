@@ -26,7 +26,7 @@ from tether.a2a.peer import _files, _wire
 from tether.a2a.peer.tokens import push_path, push_token
 from tether.egress import EgressResponseTooLarge
 from tether.egress.guard import EgressRefused
-from tether.engine.peer import PeerCall, PeerRef, PeerRefused, PeerTask, PeerUnavailable
+from tether.engine.handoff.peer import PeerCall, PeerRef, PeerRefused, PeerTask, PeerUnavailable
 from tether.ids import new_id
 
 __all__ = ["CredentialLookup", "PeerClient"]

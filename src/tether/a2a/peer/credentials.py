@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from cryptography.exceptions import InvalidTag
 
 from tether import clock
-from tether.engine.peer import PeerRefused
+from tether.engine.handoff.peer import PeerRefused
 from tether.errors import InvalidInput
 from tether.secrets import SecretBox
 from tether.store.base import CredentialRow, Store

@@ -10,7 +10,7 @@ flight), and the follower here takes over. Its loop, per hand-off:
    ask the peer to push here;
 2. an answer owed to the peer (a local principal answered its mirrored question): forward
    it, then record that it was (``a2a.handoff.replied``);
-3. read the peer task and apply the reverse projection (``tether.engine.reverse``);
+3. read the peer task and apply the reverse projection (``tether.engine.handoff.projection``);
 4. wait: for a push hint (or, from a peer that will not push, an event on its task
    stream), a commit to the run (a cancel, an answer), or the next poll, whichever comes
    first. Polls back off to ``poll_max``; a waiting hand-off is a sleeping
@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from tether import clock
-from tether.engine import events, reverse
+from tether.engine import events
 from tether.engine.batch import Batch
-from tether.engine.nodes import HANDOFF_TYPES, CallPeer, Outcome
-from tether.engine.peer import (
+from tether.engine.handoff import projection
+from tether.engine.handoff.peer import (
     PEER_TERMINAL,
     PeerCall,
     PeerError,
@@ -47,23 +46,23 @@ from tether.engine.peer import (
     PeerTask,
     PeerUnavailable,
 )
-from tether.run_state import ErrorObject, RunSnapshot
+from tether.engine.handoff.record import (
+    IN_FLIGHT,
+    handoff_id,
+    handoff_record,
+    in_flight,
+    invocation_message_id,
+    run_trace,
+)
+from tether.engine.nodes import CallPeer, Outcome
+from tether.run_state import ErrorObject
 from tether.store.base import RunRow, Store
 from tether.types import TERMINAL
 
-__all__ = [
-    "HANDOFF_TYPES",
-    "HandoffSettings",
-    "Handoffs",
-    "handoff_id",
-    "invocation_message_id",
-    "run_trace",
-    "trace_id",
-]
+__all__ = ["HandoffSettings", "Handoffs"]
 
 log = logging.getLogger("tether.engine.handoff")
 
-_IN_FLIGHT: Final = frozenset({"running", "suspended"})
 _ENDING: Final = TERMINAL | {"cancelling"}
 #: seconds a peer's task stream must stay open to count as working (attached to again at once)
 _HEALTHY_STREAM: Final = 5.0
@@ -82,52 +81,6 @@ class HandoffSettings:
     give_up_after: float = 900.0
     #: test seam: awaited between the send and its record (a test kills the host there)
     after_send: Callable[[], Awaitable[None]] | None = None
-
-
-def handoff_id(run_id: str, node_id: str) -> str:
-    """The public name of one hand-off (its push URL's path): stable, and revealing neither id."""
-    return hashlib.sha256(f"tether:handoff:v1\0{run_id}\0{node_id}".encode()).hexdigest()[:32]
-
-
-def invocation_message_id(run_id: str, node_id: str) -> str:
-    """The outbound ``messageId`` of a node's invocation: the same after any crash, so a peer sees one message.
-
-    A node runs at most once per run (the scheduler never re-enters a finished node), so
-    the run and node ids name the invocation.
-    """
-    return f"tether-{handoff_id(run_id, node_id)}"
-
-
-def trace_id(run_id: str, node_id: str) -> str:
-    """The W3C trace id of a hand-off of a run that keeps no trace (created before runs kept one):
-    derived like its ``messageId``, the same on any host and after any restart."""
-    digest = hashlib.sha256(f"tether:trace:v1\0{run_id}\0{node_id}".encode()).hexdigest()[:32]
-    return digest if digest.strip("0") else "1" * 32  # all zeros is an invalid trace id
-
-
-def run_trace(row: RunRow, node_id: str) -> str:
-    """The ``traceparent`` a hand-off's requests continue: the run's own trace, so that the peer's
-    work joins it (two Tether hosts show as one trace)."""
-    kept = row.state.get("traceparent")
-    if kept is not None:
-        return kept
-    derived = trace_id(row.run_id, node_id)
-    return f"00-{derived}-{derived[:16]}-00"
-
-
-def handoff_record(state: RunSnapshot, node_id: str) -> dict[str, Any]:
-    """What the run's log holds of a hand-off's peer task (empty before the peer answered)."""
-    entry = state["nodeStates"].get(node_id)
-    return entry.get("handoff", {}) if entry is not None else {}
-
-
-def in_flight(state: RunSnapshot) -> list[str]:
-    """The hand-off nodes of a run that are started and not finished."""
-    return [
-        node_id
-        for node_id, entry in state["nodeStates"].items()
-        if entry.get("typeId") in HANDOFF_TYPES and entry["status"] in _IN_FLIGHT
-    ]
 
 
 #: the longest pause before a failed follower is started again
@@ -269,7 +222,7 @@ class Handoffs:
                 return
             entry = row.state["nodeStates"].get(node_id)
             record = handoff_record(row.state, node_id)
-            if entry is None or entry["status"] not in _IN_FLIGHT or row.status in _ENDING:
+            if entry is None or entry["status"] not in IN_FLIGHT or row.status in _ENDING:
                 await self._cancel_peer(row, node_id, record)
                 return
             outcome = self._call_of(row, node_id)
@@ -427,12 +380,12 @@ class Handoffs:
 
         def decide(current: RunRow, batch: Batch) -> None:
             entry = current.state["nodeStates"].get(node_id)
-            if entry is None or entry["status"] not in _IN_FLIGHT or current.status in TERMINAL:
+            if entry is None or entry["status"] not in IN_FLIGHT or current.status in TERMINAL:
                 result["finished"] = True
                 return
             if current.status == "cancelling":
                 return
-            result["finished"] = reverse.project(batch, node_id, task, ref)
+            result["finished"] = projection.project(batch, node_id, task, ref)
 
         before = await self._store.get_run(run_id)
         after = await self._transition(run_id, decide)
@@ -451,11 +404,11 @@ class Handoffs:
 
         def decide(current: RunRow, batch: Batch) -> None:
             entry = current.state["nodeStates"].get(node_id)
-            if entry is None or entry["status"] not in _IN_FLIGHT or current.status in TERMINAL:
+            if entry is None or entry["status"] not in IN_FLIGHT or current.status in TERMINAL:
                 return
             interrupt = current.state.get("interrupt")
             if interrupt and interrupt["nodeId"] == node_id:
-                reverse.withdraw(batch, interrupt, "unknown")  # nobody can answer a peer that is gone
+                projection.withdraw(batch, interrupt, "unknown")  # nobody can answer a peer that is gone
             batch.add(events.node_failed(node_id, error))
 
         await self._transition(run_id, decide)

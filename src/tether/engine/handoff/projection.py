@@ -21,51 +21,19 @@ import orjson
 from tether import clock
 from tether.engine import events
 from tether.engine.batch import Batch
+from tether.engine.handoff.peer import PeerRef, PeerTask
+from tether.engine.handoff.record import PEER_AUTH, PEER_INPUT, peer_subkind
 from tether.engine.hitl import APPROVAL_ACTIONS
-from tether.engine.peer import PeerRef, PeerTask
+from tether.engine.interrupts import ask_events
 from tether.files import digest_of, file_parts
-from tether.ids import new_id
-from tether.run_state import ErrorObject, InterruptKind, InterruptRecord
+from tether.run_state import ErrorObject, InterruptRecord
 
-__all__ = ["MIRROR_SUBKINDS", "ask_events", "peer_subkind", "project", "withdraw"]
+__all__ = ["project", "withdraw"]
 
-#: what marks an interrupt as a hand-off's mirror of its peer's question
-PEER_INPUT: Final = "a2a-peer-input"
-PEER_AUTH: Final = "auth"
-MIRROR_SUBKINDS: Final = frozenset({PEER_INPUT, PEER_AUTH})
 #: who withdraws a mirrored question the peer no longer asks
 WITHDRAWN_BY: Final = "a2a-peer"
 #: an error's message taken from a peer is cut to this many characters
 _MESSAGE_MAX = 2000
-
-
-def peer_subkind(interrupt: InterruptRecord | None) -> str | None:
-    """The mirror subkind of ``interrupt`` (approvals carry ``subkind``, clarifications ``contextType``)."""
-    if not interrupt:
-        return None
-    data = interrupt.get("data") or {}
-    value = data.get("subkind") if interrupt["kind"] == "approval" else data.get("contextType")
-    return value if value in MIRROR_SUBKINDS else None
-
-
-def ask_events(
-    batch: Batch,
-    node_id: str,
-    kind: InterruptKind,
-    data: dict[str, Any],
-    timeout_ms: int | None = None,
-    subkind: str | None = None,
-) -> None:
-    """Suspend ``node_id`` on an interrupt: the events every waiting node writes, a gate's or a mirror's."""
-    interrupt_id = new_id("int_")
-    count = sum(1 for r in batch.state.get("resolvedInterrupts", []) if r.get("nodeId") == node_id)
-    key = f"{batch.row.run_id}:{node_id}:{count}"
-    batch.add(events.node_suspended(node_id, interrupt_id, kind, key, subkind))
-    batch.add(events.interrupt_requested(node_id, kind, key, data, timeout_ms))
-    if kind == "approval":
-        batch.add(events.approval_requested(node_id, interrupt_id, data))
-    elif kind == "clarification":
-        batch.add(events.clarification_requested(node_id, interrupt_id, data["questions"]))
 
 
 def _fingerprint(task: PeerTask) -> str:

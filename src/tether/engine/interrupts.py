@@ -1,7 +1,9 @@
-"""The events that answer an interrupt: an approval decision, clarification answers, an event.
+"""Interrupts: the events that ask one (``ask_events``) and those that answer it (``resolution_events``).
 
-One vocabulary for every transport: REST, signed tokens, the CLI and A2A replies all
-resolve through ``resolution_events``; ``decided_by`` is always the authenticated caller.
+Every waiting node asks through ``ask_events``: a local gate, and a hand-off mirroring its
+peer's question. One vocabulary answers them for every transport: REST, signed tokens, the
+CLI and A2A replies all resolve through ``resolution_events``; ``decided_by`` is always the
+authenticated caller.
 """
 
 from __future__ import annotations
@@ -12,9 +14,30 @@ from tether import clock
 from tether.engine import events, hitl
 from tether.engine.batch import Batch
 from tether.engine.events import ApprovalResume
-from tether.engine.reverse import peer_subkind
+from tether.engine.handoff.record import peer_subkind
 from tether.errors import InvalidInput
-from tether.run_state import ErrorObject, InterruptRecord
+from tether.ids import new_id
+from tether.run_state import ErrorObject, InterruptKind, InterruptRecord
+
+
+def ask_events(
+    batch: Batch,
+    node_id: str,
+    kind: InterruptKind,
+    data: dict[str, Any],
+    timeout_ms: int | None = None,
+    subkind: str | None = None,
+) -> None:
+    """Suspend ``node_id`` on an interrupt: the events every waiting node writes, a gate's or a mirror's."""
+    interrupt_id = new_id("int_")
+    count = sum(1 for r in batch.state.get("resolvedInterrupts", []) if r.get("nodeId") == node_id)
+    key = f"{batch.row.run_id}:{node_id}:{count}"
+    batch.add(events.node_suspended(node_id, interrupt_id, kind, key, subkind))
+    batch.add(events.interrupt_requested(node_id, kind, key, data, timeout_ms))
+    if kind == "approval":
+        batch.add(events.approval_requested(node_id, interrupt_id, data))
+    elif kind == "clarification":
+        batch.add(events.clarification_requested(node_id, interrupt_id, data["questions"]))
 
 
 def resolution_events(batch: Batch, interrupt: InterruptRecord, resume_value: Any, decided_by: str) -> None:
