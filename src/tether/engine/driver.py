@@ -23,11 +23,12 @@ from tether.engine import events
 from tether.engine.batch import Batch, duration_ms, ms
 from tether.engine.cluster import Cluster, LeaseSettings
 from tether.engine.events import ApprovalResume
+from tether.engine.handoff.contract import CallPeer, Decide, EnginePort
 from tether.engine.handoff.follower import Handoffs, HandoffSettings
 from tether.engine.handoff.peer import PeerPort
 from tether.engine.handoff.record import in_flight
 from tether.engine.interrupts import ask_events
-from tether.engine.nodes import HANDLERS, CallPeer, Completed, Failed, Handler, NodeContext, Outcome, Sleep, Suspend
+from tether.engine.nodes import HANDLERS, Completed, Failed, Handler, NodeContext, Outcome, Sleep, Suspend
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
 from tether.engine.scheduler import Execute, Fail, Finish, Skip, Wait, node_outputs, plan, resolve_inputs
@@ -63,8 +64,12 @@ def sleep_ended(row: RunRow) -> bool:
     return row.status in _CANCELLING_OR_CANCELLED or executing(row.state) is None
 
 
-class Driver:
-    """Drives runs durably, one task per run on this host. Collaborators are handed in; nothing is global."""
+class Driver(EnginePort):
+    """Drives runs durably, one task per run on this host. Collaborators are handed in; nothing is global.
+
+    It is the engine a hand-off sees (``EnginePort``: ``transition``, ``peer_call``, ``kick``,
+    ``unfollowed``), and tells the hand-offs it follows (``handoffs``) what concerns them.
+    """
 
     def __init__(
         self,
@@ -120,15 +125,7 @@ class Driver:
         self._on_commit = tuple(on_commit)
         self._on_hint = tuple(on_hint)
         #: a hand-off is followed only by the host holding its run's lease, for as long as it follows it
-        self.handoffs = Handoffs(
-            store,
-            peers,
-            transition=self._handoff_transition,
-            call_of=self._call_of,
-            kick=self.kick,
-            on_idle=self._unfollowed,
-            settings=handoffs,
-        )
+        self.handoffs = Handoffs(self, store, peers, handoffs)
 
     # lifecycle -------------------------------------------------------------------------
 
@@ -181,13 +178,15 @@ class Driver:
             self.cluster.announce(commit.run.run_id)
         return commit.run
 
-    async def _handoff_transition(self, run_id: str, decide: Callable[[RunRow, Batch], Any]) -> RunRow:
+    async def transition(self, run_id: str, decide: Decide) -> RunRow:
+        """``EnginePort``: a hand-off's transition, decided and committed as any other (on no tenant's behalf)."""
         row, _ = await self._transition(None, run_id, decide)
         return row
 
-    def _call_of(self, row: RunRow, node_id: str) -> Outcome:
-        """What a hand-off node asks for, computed again from the run as it is (the same every time)."""
-        return self._run_node(self.registry.get(row.workflow_id).workflow, node_id, row.state, row.run_id)
+    def peer_call(self, row: RunRow, node_id: str) -> CallPeer | None:
+        """``EnginePort``: what a hand-off node asks for, computed again from the run as it is (the same every time)."""
+        outcome = self._run_node(self.registry.get(row.workflow_id).workflow, node_id, row.state, row.run_id)
+        return outcome if isinstance(outcome, CallPeer) else None
 
     async def _transition(
         self,
@@ -262,10 +261,11 @@ class Driver:
             log.warning("run %s was taken over by another host; this host stops driving it", run_id)
             return
         if self.cluster is not None and not self._stopping and not self.handoffs.follows(run_id):
-            await self.cluster.release(run_id)  # a followed hand-off keeps it (``_unfollowed`` lets it go)
+            await self.cluster.release(run_id)  # a followed hand-off keeps it (``unfollowed`` lets it go)
 
-    def _unfollowed(self, run_id: str) -> None:
-        """The last hand-off of ``run_id`` followed here ended: give up its lease, unless a driver still holds it."""
+    def unfollowed(self, run_id: str) -> None:
+        """``EnginePort``: the last hand-off of ``run_id`` followed here ended: give up its lease, unless a driver
+        still holds it."""
         driver = self._drivers.get(run_id)
         if self.cluster is None or self._stopping or (driver is not None and not driver.done()):
             return  # a driver running decides at its end (a finished one kept the lease for the follower)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tether.engine import expressions
+from tether.engine.handoff.contract import CallPeer
 from tether.engine.handoff.peer import PeerCall, PeerFile
 from tether.engine.handoff.record import HANDOFF_ALIASES, HANDOFF_TYPE
 from tether.engine.hitl import gate_actions
@@ -65,14 +66,6 @@ class Suspend:
     data: dict[str, Any]
     timeout_ms: int | None = None
     approval: dict[str, Any] | None = None  # extra approval.requested fields
-
-
-@dataclass(frozen=True, slots=True)
-class CallPeer:
-    """Hand the task to another agent and follow it (``tether.engine.handoff`` does, durably)."""
-
-    call: PeerCall
-    timeout_ms: int | None = None
 
 
 Outcome = Completed | Failed | Sleep | Suspend | CallPeer

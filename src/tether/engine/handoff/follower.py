@@ -20,6 +20,10 @@ A restart re-reads every hand-off at once (``notice`` on every unfinished run). 
 errors are retried with backoff until the node's deadline (its ``timeout``, else
 ``give_up_after`` of failures in a row), then the node fails ``external_call_failed``.
 A run cancelled here cancels its peer task.
+
+The follower reaches the engine only through ``contract.EnginePort``: it asks it what the
+node calls for (``peer_call``), commits what it learnt (``transition``), has the run driven
+on (``kick``), and says when it no longer follows a run (``unfollowed``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from tether import clock
 from tether.engine import events
 from tether.engine.batch import Batch
 from tether.engine.handoff import projection
+from tether.engine.handoff.contract import CallPeer, EnginePort
 from tether.engine.handoff.peer import (
     PEER_TERMINAL,
     PeerCall,
@@ -54,7 +59,6 @@ from tether.engine.handoff.record import (
     invocation_message_id,
     run_trace,
 )
-from tether.engine.nodes import CallPeer, Outcome
 from tether.run_state import ErrorObject
 from tether.store.base import RunRow, Store
 from tether.types import TERMINAL
@@ -66,9 +70,6 @@ log = logging.getLogger("tether.engine.handoff")
 _ENDING: Final = TERMINAL | {"cancelling"}
 #: seconds a peer's task stream must stay open to count as working (attached to again at once)
 _HEALTHY_STREAM: Final = 5.0
-
-Transition = Callable[[str, Callable[[RunRow, Batch], Any]], Awaitable[RunRow]]
-CallOf = Callable[[RunRow, str], Outcome]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,22 +93,16 @@ class Handoffs:
 
     def __init__(
         self,
+        engine: EnginePort,
         store: Store,
         port: PeerPort | None,
-        *,
-        transition: Transition,
-        call_of: CallOf,
-        kick: Callable[[str], None],
-        on_idle: Callable[[str], None] = lambda run_id: None,
         settings: HandoffSettings | None = None,
     ) -> None:
-        """``on_idle(run_id)``: the last follower of that run here ended (its lease may go)."""
+        """``engine`` is all this sees of the engine (``contract.EnginePort``); ``port`` how it reaches
+        peers (without one, a hand-off fails ``a2a_peer_not_configured``)."""
+        self._engine = engine
         self._store = store
         self._port = port
-        self._transition = transition
-        self._call_of = call_of
-        self._kick = kick
-        self._on_idle = on_idle
         self._settings = settings or HandoffSettings()
         self._followers: dict[str, asyncio.Task[None]] = {}
         self._wakes: dict[str, asyncio.Event] = {}
@@ -184,7 +179,7 @@ class Handoffs:
                 hids.discard(hid)
                 if not hids:
                     del self._by_run[run_id]
-                    self._on_idle(run_id)
+                    self._engine.unfollowed(run_id)
         if task.cancelled():
             return
         if task.exception() is None:
@@ -198,7 +193,7 @@ class Handoffs:
             "hand-off %s: its follower failed; following it again in %.1f s", hid, delay, exc_info=task.exception()
         )
         if not self._stopping:
-            asyncio.get_running_loop().call_later(delay, self._kick, run_id)
+            asyncio.get_running_loop().call_later(delay, self._engine.kick, run_id)
 
     async def stop(self, grace: float = 5.0) -> None:
         self._stopping = True
@@ -225,8 +220,8 @@ class Handoffs:
             if entry is None or entry["status"] not in IN_FLIGHT or row.status in _ENDING:
                 await self._cancel_peer(row, node_id, record)
                 return
-            outcome = self._call_of(row, node_id)
-            if not isinstance(outcome, CallPeer):  # the workflow changed under the run: nothing to follow
+            outcome = self._engine.peer_call(row, node_id)
+            if outcome is None:  # the workflow changed under the run: nothing to follow
                 return
             if self._port is None:
                 await self._fail(run_id, node_id, "a2a_peer_not_configured", "this host has no A2A client")
@@ -291,7 +286,7 @@ class Handoffs:
                 if "taskId" not in handoff_record(current.state, node_id):
                     batch.add(events.handoff_accepted(node_id, ref.as_record(), task.state))
 
-            await self._transition(row.run_id, accept)
+            await self._engine.transition(row.run_id, accept)
             await self._subscribe(port, ref, hid)
             return await self._apply(row.run_id, node_id, task, ref)
         ref = PeerRef.from_record(record, run_trace(row, node_id))
@@ -307,7 +302,7 @@ class Handoffs:
                 if owed is not None and owed.get("index") == index:
                     batch.add(events.handoff_replied(node_id, index))
 
-            await self._transition(row.run_id, replied)
+            await self._engine.transition(row.run_id, replied)
         elif hid not in self._subscribed:  # after a restart: ask again (an idempotent config id at the peer)
             await self._subscribe(port, ref, hid)
         task = await port.get(ref)
@@ -388,15 +383,15 @@ class Handoffs:
             result["finished"] = projection.project(batch, node_id, task, ref)
 
         before = await self._store.get_run(run_id)
-        after = await self._transition(run_id, decide)
+        after = await self._engine.transition(run_id, decide)
         changed = before is None or after.last_sequence != before.last_sequence
         if result["finished"]:
-            self._kick(run_id)
+            self._engine.kick(run_id)
             if task.state not in PEER_TERMINAL:
                 await self._cancel_peer(after, node_id, handoff_record(after.state, node_id))
             return None
         if changed:
-            self._kick(run_id)
+            self._engine.kick(run_id)
         return changed
 
     async def _fail(self, run_id: str, node_id: str, code: str, message: str) -> None:
@@ -411,8 +406,8 @@ class Handoffs:
                 projection.withdraw(batch, interrupt, "unknown")  # nobody can answer a peer that is gone
             batch.add(events.node_failed(node_id, error))
 
-        await self._transition(run_id, decide)
-        self._kick(run_id)
+        await self._engine.transition(run_id, decide)
+        self._engine.kick(run_id)
 
     async def _cancel_peer(self, row: RunRow, node_id: str, record: dict[str, Any]) -> None:
         """The local run was cancelled (or the node ended otherwise) while the peer task goes on: cancel it."""
