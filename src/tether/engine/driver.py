@@ -22,12 +22,11 @@ from tether import clock
 from tether.engine import events
 from tether.engine.batch import Batch, duration_ms, ms
 from tether.engine.cluster import Cluster, LeaseSettings
-from tether.engine.events import ApprovalResume
 from tether.engine.handoff.contract import CallPeer, Decide, EnginePort
 from tether.engine.handoff.follower import Handoffs, HandoffSettings
 from tether.engine.handoff.peer import PeerPort
 from tether.engine.handoff.record import in_flight
-from tether.engine.interrupts import ask_events
+from tether.engine.interrupts import ask_events, timeout_events
 from tether.engine.nodes import HANDLERS, Completed, Failed, Handler, NodeContext, Outcome, Sleep, Suspend
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
@@ -497,18 +496,7 @@ class Driver(EnginePort):
             interrupt = row.state.get("interrupt")
             if not interrupt or interrupt.get("interruptId") != interrupt_id:
                 return
-            node_id = interrupt["nodeId"]
-            kind = interrupt["kind"]
-            batch.add(events.interrupt_resolved(node_id, interrupt_id, kind, {"action": "timeout"}, "system"))
-            error: ErrorObject
-            if kind == "approval":
-                timed_out: ApprovalResume = {"action": "timeout", "decidedAt": clock.now_iso(), "reason": "timeout"}
-                batch.add(events.approval_received(node_id, timed_out))
-                message = f"approval gate {node_id!r} timed out and was rejected"
-                error = {"code": "approval_rejected", "message": message, "details": {"reason": "timeout"}}
-            else:
-                error = {"code": "node_timeout", "message": f"node {node_id!r} timed out waiting for input"}
-            batch.add(events.node_failed(node_id, error))
+            timeout_events(batch, interrupt)
 
         await self._transition(None, run_id, decide)
         self.kick(run_id)

@@ -17,7 +17,8 @@ from tether import clock, tracing
 from tether.engine import events
 from tether.engine.batch import Batch, duration_ms
 from tether.engine.driver import Driver, executing, sleep_ended
-from tether.engine.handoff.record import in_flight
+from tether.engine.handoff import projection
+from tether.engine.handoff.record import in_flight, peer_subkind
 from tether.engine.interrupts import resolution_events
 from tether.engine.state import initial_snapshot
 from tether.engine.validation import validate_inputs
@@ -200,7 +201,10 @@ class Engine(Driver):
                     code="interrupt_not_found",
                     details={"runId": run_id, "nodeId": node_id},
                 )
-            resolution_events(batch, interrupt, resume_value, principal.name)
+            if peer_subkind(interrupt) is not None:  # a peer's question mirrored here: the answer is the peer's
+                projection.forward(batch, interrupt, resume_value, principal.name)
+            else:
+                resolution_events(batch, interrupt, resume_value, principal.name)
             if advance and batch.state["status"] not in WAITING and row.workflow_id in self.registry:
                 self._advance(self.registry.get(row.workflow_id).workflow, batch)
 

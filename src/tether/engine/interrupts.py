@@ -1,9 +1,11 @@
-"""Interrupts: the events that ask one (``ask_events``) and those that answer it (``resolution_events``).
+"""Interrupts: the events that ask one, and those that answer it (a person, a system, its deadline).
 
 Every waiting node asks through ``ask_events``: a local gate, and a hand-off mirroring its
-peer's question. One vocabulary answers them for every transport: REST, signed tokens, the
-CLI and A2A replies all resolve through ``resolution_events``; ``decided_by`` is always the
-authenticated caller.
+peer's question alike. A local interrupt is answered here, in one vocabulary for every
+transport: REST, signed tokens, the CLI and A2A replies all resolve through
+``resolution_events`` (``decided_by`` is always the authenticated caller), and a gate whose
+time ran out through ``timeout_events``. The answer to a mirrored peer question is not
+this module's: it is owed to the peer (``tether.engine.handoff.projection.forward``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from tether import clock
 from tether.engine import events, hitl
 from tether.engine.batch import Batch
 from tether.engine.events import ApprovalResume
-from tether.engine.handoff.record import peer_subkind
 from tether.errors import InvalidInput
 from tether.ids import new_id
 from tether.run_state import ErrorObject, InterruptKind, InterruptRecord
@@ -46,9 +47,6 @@ def resolution_events(batch: Batch, interrupt: InterruptRecord, resume_value: An
     interrupt_id = interrupt["interruptId"]
     kind = interrupt["kind"]
     now = clock.now_iso()
-    if peer_subkind(interrupt) is not None:
-        _forward_events(batch, interrupt, resume_value, decided_by, now)
-        return
     if kind == "approval":
         decision = hitl.normalize_approval(resume_value, interrupt["data"]["actions"])
         fields = decision.fields
@@ -83,32 +81,18 @@ def resolution_events(batch: Batch, interrupt: InterruptRecord, resume_value: An
     batch.add(events.node_completed(node_id, {"event": resume_value}))
 
 
-def _forward_events(batch: Batch, interrupt: InterruptRecord, resume_value: Any, decided_by: str, now: str) -> None:
-    """Answer a hand-off's mirror of its peer's question: the answer is owed to the peer, the node goes on waiting.
-
-    Checked like any answer of its kind, and recorded with the local principal as the
-    decider; the hand-off forwards it to the peer (``a2a.handoff.reply``) and follows the
-    peer task as before. Nothing here completes the node: only the peer's task can.
-    """
+def timeout_events(batch: Batch, interrupt: InterruptRecord) -> None:
+    """The events of a gate whose time ran out: it resolves as rejected, whatever ``onTimeout`` says."""
     node_id = interrupt["nodeId"]
     interrupt_id = interrupt["interruptId"]
     kind = interrupt["kind"]
-    value: dict[str, Any]
+    batch.add(events.interrupt_resolved(node_id, interrupt_id, kind, {"action": "timeout"}, "system"))
+    error: ErrorObject
     if kind == "approval":
-        decision = hitl.normalize_approval(resume_value, interrupt["data"]["actions"])
-        value = {"action": decision.action, **decision.fields}
-        resolved: Any = {**value, "decidedBy": decided_by, "decidedAt": now}
+        timed_out: ApprovalResume = {"action": "timeout", "decidedAt": clock.now_iso(), "reason": "timeout"}
+        batch.add(events.approval_received(node_id, timed_out))
+        message = f"approval gate {node_id!r} timed out and was rejected"
+        error = {"code": "approval_rejected", "message": message, "details": {"reason": "timeout"}}
     else:
-        answers = hitl.normalize_answers(resume_value, interrupt["data"]["questions"])
-        value = {"answers": answers}
-        resolved = value
-    batch.add(events.interrupt_resolved(node_id, interrupt_id, kind, resolved, decided_by, resolved_at=now))
-    if kind == "approval" and value["action"] != "ask":
-        batch.add(events.approval_received(node_id, resolved))
-    elif kind == "clarification":
-        batch.add(events.clarification_resolved(node_id, value["answers"], decided_by))
-    batch.add(events.node_resumed(node_id, interrupt_id, resolved))
-    entry = batch.state["nodeStates"].get(node_id)
-    handoff: dict[str, Any] = entry.get("handoff", {}) if entry is not None else {}
-    index = int(handoff.get("replies", 0)) + 1
-    batch.add(events.handoff_reply(node_id, {"kind": kind, "value": value, "decidedBy": decided_by}, index))
+        error = {"code": "node_timeout", "message": f"node {node_id!r} timed out waiting for input"}
+    batch.add(events.node_failed(node_id, error))

@@ -9,6 +9,9 @@ subkind, so it is never taken for a local gate); ``auth-required`` asks for cred
 ``rejected_by_remote`` (drift #4). A mirrored question the peer has moved past is withdrawn.
 A file the peer sent (in its artifacts, or with its question) is recorded by reference,
 and its bytes (``PeerTask.blobs``) are committed with the event that records it.
+
+And the way back: a local answer to a mirrored question (``forward``) is checked like any
+answer of its kind and recorded as owed to the peer, for the follower to send.
 """
 
 from __future__ import annotations
@@ -23,12 +26,12 @@ from tether.engine import events
 from tether.engine.batch import Batch
 from tether.engine.handoff.peer import PeerRef, PeerTask
 from tether.engine.handoff.record import PEER_AUTH, PEER_INPUT, peer_subkind
-from tether.engine.hitl import APPROVAL_ACTIONS
+from tether.engine.hitl import APPROVAL_ACTIONS, normalize_answers, normalize_approval
 from tether.engine.interrupts import ask_events
 from tether.files import digest_of, file_parts
 from tether.run_state import ErrorObject, InterruptRecord
 
-__all__ = ["project", "withdraw"]
+__all__ = ["forward", "project", "withdraw"]
 
 #: who withdraws a mirrored question the peer no longer asks
 WITHDRAWN_BY: Final = "a2a-peer"
@@ -115,6 +118,38 @@ def withdraw(batch: Batch, interrupt: InterruptRecord, peer_state: str) -> None:
     now = clock.now_iso()
     batch.add(events.interrupt_resolved(node_id, interrupt_id, interrupt["kind"], value, WITHDRAWN_BY, resolved_at=now))
     batch.add(events.node_resumed(node_id, interrupt_id, value))
+
+
+def forward(batch: Batch, interrupt: InterruptRecord, resume_value: Any, decided_by: str) -> None:
+    """Answer a hand-off's mirror of its peer's question: the answer is owed to the peer, the node goes on waiting.
+
+    Checked like any answer of its kind, and recorded with the local principal as the
+    decider; the hand-off forwards it to the peer (``a2a.handoff.reply``) and follows the
+    peer task as before. Nothing here completes the node: only the peer's task can.
+    """
+    node_id = interrupt["nodeId"]
+    interrupt_id = interrupt["interruptId"]
+    kind = interrupt["kind"]
+    now = clock.now_iso()
+    value: dict[str, Any]
+    if kind == "approval":
+        decision = normalize_approval(resume_value, interrupt["data"]["actions"])
+        value = {"action": decision.action, **decision.fields}
+        resolved: Any = {**value, "decidedBy": decided_by, "decidedAt": now}
+    else:
+        answers = normalize_answers(resume_value, interrupt["data"]["questions"])
+        value = {"answers": answers}
+        resolved = value
+    batch.add(events.interrupt_resolved(node_id, interrupt_id, kind, resolved, decided_by, resolved_at=now))
+    if kind == "approval" and value["action"] != "ask":
+        batch.add(events.approval_received(node_id, resolved))
+    elif kind == "clarification":
+        batch.add(events.clarification_resolved(node_id, value["answers"], decided_by))
+    batch.add(events.node_resumed(node_id, interrupt_id, resolved))
+    entry = batch.state["nodeStates"].get(node_id)
+    handoff: dict[str, Any] = entry.get("handoff", {}) if entry is not None else {}
+    index = int(handoff.get("replies", 0)) + 1
+    batch.add(events.handoff_reply(node_id, {"kind": kind, "value": value, "decidedBy": decided_by}, index))
 
 
 def _outputs(task: PeerTask, ref: PeerRef) -> dict[str, Any]:
