@@ -68,6 +68,28 @@ def test_the_poll_is_closed_starts_at_0_and_its_cursor_is_exclusive(http: httpx.
     refused(http.get(f"/runs/{project(run_id)}/events/poll", params={"afterSequence": "x"}), 400, "validation_error")
 
 
+def test_a_page_that_says_terminal_holds_the_terminal_event(http: httpx.Client) -> None:
+    """A reader that follows a live run page by page and stops at ``isTerminal`` has every event.
+
+    The run's status and the events are two reads; a page must never pair a terminal status
+    with events read before the run ended (seen once in CI: ``[run.started]`` and
+    ``isTerminal: true``, so the reader stopped three events short).
+    """
+    for _ in range(20):
+        run_id = create(http)["runId"]
+        events: list[dict[str, Any]] = []
+        after = -1
+        for _ in range(50):
+            page = poll(http, run_id, afterSequence=after, timeout=5)
+            events += page["events"]
+            after = events[-1]["sequence"] if events else after
+            assert page["lastSequence"] >= after, page
+            if page["isTerminal"]:
+                break
+        assert [e["sequence"] for e in events] == list(range(len(events))), "from 0, no gap, no repeat"
+        assert events[-1]["type"] == "run.completed", [e["type"] for e in events]
+
+
 def test_an_approval_cycle_reads_as_valid_v2_events_from_any_cursor(http: httpx.Client) -> None:
     run_id = create(http, "approval-gated")["runId"]
     snapshot = wait_status(http, run_id, "waiting-approval")

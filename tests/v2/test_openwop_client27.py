@@ -149,7 +149,7 @@ def poll_all(owc: Owc27, run_id: str) -> list[dict[str, Any]]:
     for _ in range(100):
         page = owc.call("runs_poll_events", run_id, kwargs={"after_sequence": after, "timeout_seconds": 5})
         events += page["events"]
-        after = page["lastSequence"]
+        after = events[-1]["sequence"] if events else after  # a page may stop short of lastSequence
         if page["isTerminal"]:
             return events
     raise AssertionError(f"run {run_id} never ended: {[e['type'] for e in events]}")

@@ -167,6 +167,8 @@ async def poll_events(
     with rest.notifier.subscribe(row.run_id) as wake:
         while True:
             wake.clear()
+            # the run is read before its events, never after: a status that says terminal
+            # then means the log below already holds the terminal event
             events = await rest.store.read_events(row.run_id, after, POLL_PAGE)
             if events or row.status in TERMINAL:
                 break
@@ -175,12 +177,11 @@ async def poll_events(
                 break
             await rest.notifier.wait(wake, remaining)
             row = await load_run(request, run_id, principal)
-    row = await load_run(request, run_id, principal)
     translator = await translator_for(rest, row.tenant, row.run_id, events[0] if events else None)
     body = {
         "runId": bind(row.tenant, row.run_id),
         "events": [translator.event(e.doc) for e in events],
-        "lastSequence": row.last_sequence,
+        "lastSequence": max(row.last_sequence, events[-1].sequence if events else -1),
         "status": row.status,
         "isTerminal": row.status in TERMINAL,
     }
