@@ -8,10 +8,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from pg import migrated_database
 
 from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
 from tether.store.base import Commit, EventRow, RunRow
+from tether.store.postgres import PostgresStore
 from tether.store.sqlite import SqliteStore
 
 NOW = "2026-11-30T12:00:00.000Z"
@@ -130,6 +132,28 @@ async def test_what_this_host_committed_to_a_followed_run_is_read_from_memory(st
     await store.commit(unfollowed)
     logs.committed(unfollowed)
     assert logs._recent == {}, "nothing is kept for a run no one follows"
+
+
+async def test_another_hosts_commits_are_read_from_the_database_between_this_hosts_own() -> None:
+    with migrated_database() as dsn:
+        async with PostgresStore(dsn) as here, PostgresStore(dsn) as there:
+            notifier = Notifier()
+            logs = RunLogs(here, notifier)
+            with notifier.subscribe("run_f"):
+                for commit in (Commit(row(0), [event(0)], None), Commit(row(1), [event(1)], 0)):
+                    await here.commit(commit)
+                    logs.committed(commit)
+                await there.commit(Commit(row(3), [event(2), event(3)], 1))  # this host is not told
+                assert [e.sequence for e in await logs.after("run_f", 1)] == [2, 3], (
+                    "what memory ends before is read from the database"
+                )
+                mine = Commit(row(4), [event(4)], 3)
+                await here.commit(mine)
+                logs.committed(mine)
+                assert [e.sequence for e in await logs.after("run_f", 1)] == [2, 3, 4], (
+                    "the other host's commits are a gap in memory: the database fills it, in order"
+                )
+                assert [e.sequence for e in await logs.after("run_f", 3)] == [4]
 
 
 async def test_a_fanout_is_timed_once_when_the_last_stream_has_written_it_or_left(store: CountingStore) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from tether.a2a.jsonrpc import FileTooLarge, InvalidParams
 from tether.a2a.params import FilePart, Message
+from tether.caches import holds_copies
 from tether.files import Blob, decode_base64, digest_of, stored_part
 from tether.settings import Settings
 from tether.store.base import Store
@@ -161,6 +162,7 @@ def has_files(doc: Mapping[str, Any]) -> bool:
     return bool(_digests(doc))
 
 
+@holds_copies("_kept")
 class FileBytes:
     """The bytes of the file parts of a run's tasks and updates, as the wire carries them (base64).
 

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from tether.a2a.projection import status_view, updates
+from tether.caches import holds_copies
 from tether.engine.state import apply, initial_snapshot
 from tether.run_state import RunSnapshot
 from tether.store.base import RunRow, Store
@@ -61,6 +62,7 @@ async def fold(store: Store, row: RunRow, until: int, start: Folded | None = Non
     return Folded(last, state, generation)
 
 
+@holds_copies("_kept")
 class Generations:
     """The generation of each task this host reads, kept folded as far as it has read."""
 

@@ -41,6 +41,7 @@ from tether.a2a.projection import (
     updates,
 )
 from tether.a2a.surface import A2ASurface
+from tether.caches import holds_copies
 from tether.engine.state import apply
 from tether.errors import TetherError
 from tether.ids import new_id
@@ -113,6 +114,7 @@ def _after(generation: int | None, steps: int) -> int | None:
     return None if generation is None else generation + steps
 
 
+@holds_copies("_kept")
 class StreamProjections:
     """The A2A events each run event produced, shared by every stream of the run.
 

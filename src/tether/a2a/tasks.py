@@ -19,6 +19,7 @@ from tether.a2a.capabilities import TRANSPORT
 from tether.a2a.files import FileBytes, has_files
 from tether.a2a.jsonrpc import TaskNotFound, clip, quote
 from tether.a2a.projection import task, task_record
+from tether.caches import holds_copies
 from tether.store.base import Extra, RunRow, Store, TaskRecord
 
 __all__ = [
@@ -108,6 +109,7 @@ async def load_task(store: Store, task_id: str, tenant: str, *, history: bool = 
     return LiveTask(*found)
 
 
+@holds_copies("_kept")
 class EncodedTasks:
     """Tasks as JSON, kept while their run stays at one sequence: a repeated ``tasks/get`` encodes nothing.
 

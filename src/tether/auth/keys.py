@@ -15,6 +15,7 @@ import secrets
 import time
 
 from tether import clock
+from tether.caches import holds_copies
 from tether.errors import InvalidInput, Unauthenticated
 from tether.exchange import note_principal
 from tether.store.base import KeyRow, Store
@@ -67,6 +68,7 @@ async def create_key(store: Store, name: str, tenant: str = "default", scopes: l
     return f"tk_{key_id}_{secret}"
 
 
+@holds_copies("_cache", "_verified")
 class KeyVerifier:
     """Turns an ``Authorization`` header into a Principal, or refuses it."""
 

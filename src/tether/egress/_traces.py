@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from tether import tracing
+from tether.caches import holds_copies
 from tether.store.base import DeliveryRow, Store
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ __all__ = ["DeliveryTraces"]
 _RUNS_KEPT = 1024
 
 
+@holds_copies("_runs")
 class DeliveryTraces:
     """Starts and ends the client span of each delivery attempt."""
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tether import clock
+from tether.caches import holds_copies
 from tether.store.base import Store
 
 log = logging.getLogger("tether.cluster")
@@ -30,6 +31,7 @@ class LeaseSettings:
         return self.lease_seconds / 3
 
 
+@holds_copies("_held")
 class Cluster:
     """This host's side of sharing a store with other hosts."""
 

@@ -28,6 +28,7 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 
+from tether.caches import holds_copies
 from tether.engine.notifier import Notifier
 from tether.store.base import Commit, EventRow, Store
 
@@ -65,6 +66,7 @@ class _Fanout:
         self.pending: deque[_Batch] = deque()
 
 
+@holds_copies("_recent")
 class RunLogs:
     """The store's run logs as this host's followers read them: identical reads are shared."""
 

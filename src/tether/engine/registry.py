@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from tether.caches import holds_copies
 from tether.engine.nodes import SUPPORTED_TYPE_IDS
 from tether.engine.validation import executability_problems, load_workflow, load_workflow_file
 from tether.engine.workflow import WorkflowDefinition
@@ -37,6 +38,7 @@ def folder_workflows(folder: Path) -> list[WorkflowDefinition]:
     return [load_workflow_file(f) for f in sorted(folder.glob("*.json"))]
 
 
+@holds_copies("_entries")
 class WorkflowRegistry:
     """The workflows of a host, each with why it cannot run here (``supported``: the node types it runs)."""
 

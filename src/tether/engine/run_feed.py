@@ -35,6 +35,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from tether.caches import holds_copies
 from tether.engine.notifier import Wake
 from tether.store.base import Commit, RunRow, Store
 
@@ -80,6 +81,7 @@ def _shown(row: RunRow) -> tuple[str, str | None]:
     return row.status, interrupt["interruptId"] if interrupt else None
 
 
+@holds_copies("_ring", "_last")
 class RunFeed:
     """This host's ring of run changes; ``watch`` follows it for one tenant.
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from tether.caches import holds_copies
 from tether.store._task_cache import TaskCache, TaskEntry
 from tether.store.base import RunRow, TaskRecord
 
@@ -36,6 +37,7 @@ __all__ = ["TaskReads"]
 Fetch = Callable[[list[str], list[int]], Awaitable[Sequence[Any]]]
 
 
+@holds_copies("cache")
 class TaskReads:
     """This host's copies of tasks, and the batched read that proves them current."""
 

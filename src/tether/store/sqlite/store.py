@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import orjson
 
+from tether.caches import holds_copies
 from tether.errors import StoreUnavailable
 from tether.store._records import (
     CREDENTIAL,
@@ -67,6 +68,7 @@ _RUN_COLUMNS = ", ".join(RUN.columns)
 _DELIVERY_COLUMNS = ", ".join(DELIVERY.columns)
 
 
+@holds_copies("_tasks", "_push_tasks", "_webhook_tenants", "_claims")
 class SqliteStore:
     """The embedded default store (one file, WAL, synchronous=FULL), for one host process.
 
