@@ -2,7 +2,9 @@
 
 ``guard`` decides (scheme, url and address arms; registration time and before every attempt);
 ``transport`` enforces (connect only to checked addresses, SNI/Host kept, no redirects, no
-environment proxies, capped size and time).
+environment proxies, capped size and time). ``outbox`` sends what the store's outbox holds
+(A2A pushes, webhooks signed by ``signing``, run callbacks); ``service`` builds them all once
+for a host.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """The one egress guard: decides whether Tether may send a request to a URL, and to which addresses.
 
-Every outbound request (A2A pushes, OpenWOP webhooks, callbackUrl, future outbound nodes) is
-checked twice: when its URL is registered (`EgressGuard.check_url` and
-`EgressGuard.resolve_and_check`) and again before every delivery attempt (`GuardedTransport`
-calls `resolve_and_check` per request and connects only to the addresses it returned).
+Every outbound request (A2A pushes, OpenWOP webhooks, callbackUrl, hand-offs to other agents)
+is checked twice: when its URL is registered (`EgressGuard.check_url` and
+`EgressGuard.resolve_and_check`) and again before every attempt: `GuardedTransport` applies
+`check_url` to every request and `resolve_and_check` to every new connection, which it opens
+only to the addresses that returned (a kept-alive connection stays pinned to the address
+checked when it was opened).
 
 Three arms can refuse, and the refusal names the arm:
 

@@ -1,7 +1,8 @@
 """Human-in-the-loop: what a gate asks, and how an answer is checked and normalised.
 
 One vocabulary for every transport: REST ``resumeValue``, the signed-token URLs, the CLI
-and A2A reply messages all end up in ``normalize_resume``.
+and A2A reply messages all end up in ``normalize_approval`` (a gate's decision) or
+``normalize_answers`` (a clarification's answers).
 """
 
 from __future__ import annotations

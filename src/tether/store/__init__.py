@@ -1,4 +1,5 @@
-"""Storage: one interface (``Store``), an embedded SQLite implementation, more to come."""
+"""Storage: one interface (``Store``) and two backends, SQLite (``sqlite``, one host) and PostgreSQL
+(``postgres``, several hosts on one database); ``open_store`` builds the one a setting names."""
 
 from tether.store.base import (
     Commit,

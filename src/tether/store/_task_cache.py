@@ -1,7 +1,8 @@
 """The tasks a store has read or written lately, kept in memory for ``read_task``.
 
-Only a store whose every commit passes through this process may keep one (SQLite; not
-a database shared by several hosts). An entry is written through after its commit is
+A store whose every commit passes through this process answers from it directly (SQLite);
+a database several hosts share answers a copy only once the database says it is current
+(``tether.store.postgres._task_reads``). An entry is written through after its commit is
 on disk, never before, so a read from memory is never ahead of the disk; and because
 every change of a task record or its history commits with a run event, the run's
 ``last_sequence`` versions the whole entry. An entry that might be stale is dropped,

@@ -2,7 +2,8 @@
 
 Tether's errors carry the codes major 1 answers. :func:`dialect` renames the few the v2
 registry does not have and sets every status from the registry, so one raise serves
-both majors. ``tests/openwop`` checks :data:`REGISTERED` against the pinned registry.
+both majors. ``tests/v2/test_conformance_floor.py`` holds the refusals a v2 request gets to
+the statuses of its copy of the registry (no test compares :data:`REGISTERED` with the file).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ request can arrive here first. So currency is decided by the database, never by 
 timer, in two ways:
 
 - A terminal task is final: no commit follows a terminal one (``update_run`` and
-  ``commit_in_one`` refuse it), so a copy of a terminal task is current forever and is
+  ``commit_group`` refuse it), so a copy of a terminal task is current forever and is
   answered with no round trip.
 - Any other copy is checked against the run's sequence in one indexed read, begun after the
   request arrived, so it sees every commit acknowledged before: same sequence, the copy is
