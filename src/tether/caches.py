@@ -5,9 +5,9 @@ keys, leases, delivery claims) names the attributes that hold it with
 :func:`holds_copies`. ``docs/caches.md`` says, for each one, what it holds, who fills it,
 what invalidates it, what happens when several hosts share one PostgreSQL, and which test
 proves it never answers staler than it should. ``tests/code/test_caches_page.py`` fails
-when a declared copy has no section on that page, and when a class keeps something that
-looks like a cache (an ``OrderedDict``, a ``deque``, a memoised function, an attribute named
-for a cache) without declaring it or being listed on the page as not a copy.
+when a declared copy has no section on that page, and when something looks like a cache
+(an ``OrderedDict`` or a ``deque`` on an instance, a memoised function, an attribute or a
+module-level container named for a cache) and is neither declared nor listed there as no copy.
 """
 
 from __future__ import annotations

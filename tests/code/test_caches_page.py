@@ -3,8 +3,8 @@
 A class declares the attributes that hold copies with ``tether.caches.holds_copies``; the
 page has a section for each (``### `Class.attribute` ``) that names the tests proving the
 copy is never staler than it says. A sweep of the source flags what looks like a cache (an
-``OrderedDict`` or ``deque`` kept on an instance, an attribute named for a cache, a memoised
-function): each must be declared, or listed in the page's table of things that look like
+``OrderedDict`` or ``deque`` kept on an instance, an attribute or module-level container
+named for a cache, a memoised function): each must be declared, or listed in the page's table of things that look like
 caches but copy nothing durable. So a new cache without a row fails here.
 """
 
@@ -67,6 +67,12 @@ def _instance_attributes(cls: ast.ClassDef) -> dict[str, tuple[ast.expr | None, 
     return found
 
 
+def _a_container(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Dict | ast.Set | ast.List) or (
+        isinstance(value, ast.Call) and _name(value) in {"dict", "set", "list", *_CONTAINERS}
+    )
+
+
 def _looks_like_a_cache(name: str, value: ast.expr | None, annotation: ast.expr | None) -> bool:
     if _NAMED.search(name):
         return True
@@ -82,6 +88,10 @@ def sweep_module(tree: ast.Module, where: str, into: Sweep) -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             if any(_name(d) in _MEMOISING for d in node.decorator_list):
                 into.suspects[f"{module}.{node.name}"] = where
+        elif isinstance(node, ast.Assign | ast.AnnAssign) and _a_container(node.value):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name) and _looks_like_a_cache(target.id, node.value, None):
+                    into.suspects[f"{module}.{target.id}"] = where  # a module-level container kept across calls
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         attributes = _instance_attributes(cls)
         for decorator in cls.decorator_list:
@@ -163,6 +173,8 @@ def test_the_sweep_flags_a_new_cache_and_reads_a_declaration() -> None:
         "class Unnoticed:\n"
         "    def __init__(self) -> None:\n"
         "        self.tasks: OrderedDict[str, int] = OrderedDict()\n"
+        "_PARSED_CACHE: dict[str, str] = {}\n"
+        "_LIMIT_CACHE = 8\n"
         "@functools.lru_cache(maxsize=8)\n"
         "def parse(text: str) -> str:\n"
         "    return text\n"
@@ -170,4 +182,4 @@ def test_the_sweep_flags_a_new_cache_and_reads_a_declaration() -> None:
     found = Sweep({}, {}, [])
     sweep_module(ast.parse(source), "src/tether/example.py", found)
     assert set(found.declared) == {"Declared._rows"}
-    assert set(found.suspects) == {"Declared._recent", "Unnoticed.tasks", "example.parse"}
+    assert set(found.suspects) == {"Declared._recent", "Unnoticed.tasks", "example.parse", "example._PARSED_CACHE"}
