@@ -17,11 +17,15 @@ __all__ = [
     "AskExchange",
     "DrainPolicy",
     "ErrorObject",
+    "HandoffRecord",
+    "HandoffReply",
     "InterruptKind",
     "InterruptRecord",
     "NodeState",
     "NodeStatus",
     "Owner",
+    "PeerTaskRecord",
+    "PendingReply",
     "ResolvedInterrupt",
     "RunSnapshot",
 ]
@@ -51,6 +55,59 @@ class Owner(TypedDict):
     principal: NotRequired[str]
 
 
+class PeerTaskRecord(TypedDict):
+    """Where a handed-off task lives, as ``a2a.handoff.accepted`` records it (``PeerRef.as_record``)."""
+
+    agent: str
+    rpcUrl: str
+    version: str
+    taskId: str
+    contextId: NotRequired[str]
+    #: the name of the sealed outbound credential the hand-off sends with
+    credential: NotRequired[str]
+
+
+class HandoffReply(TypedDict):
+    """A local answer to a peer's mirrored question, owed to the peer (``a2a.handoff.reply``)."""
+
+    kind: InterruptKind
+    #: an approval decision, or clarification answers (``{"answers": ...}``)
+    value: dict[str, Any]
+    decidedBy: str
+
+
+class PendingReply(HandoffReply):
+    """An answer not yet delivered to the peer; ``index`` counts the hand-off's answers from 1."""
+
+    index: int
+
+
+class HandoffRecord(TypedDict, total=False):
+    """A hand-off node's ``handoff`` entry, folded from its ``a2a.handoff.*`` log events.
+
+    Empty until the peer took the task; each field appears with the event that brings it.
+    """
+
+    # a2a.handoff.accepted: where the peer's task lives (``PeerTaskRecord``), and since when
+    agent: str
+    rpcUrl: str
+    version: str
+    taskId: str
+    contextId: str
+    credential: str
+    acceptedAt: str
+    # accepted and a2a.handoff.observed: the peer task's last state, when it was seen to
+    # change, and the fingerprint of the question it asks (None when it asks none)
+    peerState: str
+    observedAt: str
+    question: str | None
+    # a2a.handoff.reply: the answer owed to the peer, until a2a.handoff.replied; how many were given
+    pendingReply: PendingReply
+    replies: int
+    #: never stored: the OpenWOP snapshot of the host following the hand-off adds when it last read the peer
+    lastReadAt: str
+
+
 class NodeState(TypedDict):
     """One node's entry in ``nodeStates``: which keys are present depends on how far it got."""
 
@@ -65,7 +122,7 @@ class NodeState(TypedDict):
     error: NotRequired[ErrorObject | None]
     reason: NotRequired[str | None]
     #: a hand-off's peer task (``a2a.handoff.*`` log events): where it is, what it last was, answers owed
-    handoff: NotRequired[dict[str, Any]]
+    handoff: NotRequired[HandoffRecord]
 
 
 class InterruptRecord(TypedDict):

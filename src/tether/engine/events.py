@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple, NotRequired, TypedDict, get_args
 from tether import __version__
 from tether.engine.hitl import ApprovalFields, ApprovalOutcome, legacy_actions
 from tether.engine.state import CANCEL_REQUESTED
-from tether.run_state import DrainPolicy, ErrorObject, InterruptKind, Owner
+from tether.run_state import DrainPolicy, ErrorObject, HandoffReply, InterruptKind, Owner, PeerTaskRecord
 
 __all__ = [
     "ENGINE_VERSION",
@@ -220,10 +220,10 @@ class HandoffLogPayload(TypedDict):
     nodeId: str
     level: Literal["info"]
     message: str
-    handoff: NotRequired[dict[str, Any]]
+    handoff: NotRequired[PeerTaskRecord]
     peerState: NotRequired[str]
     question: NotRequired[str]
-    reply: NotRequired[dict[str, Any]]
+    reply: NotRequired[HandoffReply]
     replyIndex: NotRequired[int]
 
 
@@ -514,7 +514,7 @@ def clarification_resolved(node_id: str, answers: dict[str, Any], answered_by: s
 # hand-offs -----------------------------------------------------------------------------------
 
 
-def handoff_accepted(node_id: str, handoff: dict[str, Any], peer_state: str) -> NewEvent:
+def handoff_accepted(node_id: str, handoff: PeerTaskRecord, peer_state: str) -> NewEvent:
     """The peer took the task: where it lives (the replay cache), recorded before anything else is done."""
     payload: HandoffLogPayload = {
         "kind": "a2a.handoff.accepted",
@@ -541,7 +541,7 @@ def handoff_observed(node_id: str, peer_state: str, question: str | None = None)
     return NewEvent("log.appended", payload, node_id)
 
 
-def handoff_reply(node_id: str, reply: dict[str, Any], index: int) -> NewEvent:
+def handoff_reply(node_id: str, reply: HandoffReply, index: int) -> NewEvent:
     """A local answer to the mirrored peer question, to forward to the peer (``reply.decidedBy`` answered)."""
     payload: HandoffLogPayload = {
         "kind": "a2a.handoff.reply",

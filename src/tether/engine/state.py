@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, cast
 
-from tether.run_state import InterruptKind, InterruptRecord, NodeState, NodeStatus, RunSnapshot
+from tether.run_state import (
+    HandoffRecord,
+    InterruptKind,
+    InterruptRecord,
+    NodeState,
+    NodeStatus,
+    PeerTaskRecord,
+    PendingReply,
+    RunSnapshot,
+)
 from tether.types import TERMINAL, RunStatus
 
 #: the snapshot of one run (kept as the engine's name for ``tether.run_state.RunSnapshot``)
@@ -187,21 +196,23 @@ def apply(state: Snapshot, event: dict[str, Any]) -> Snapshot:
 
 
 def _handoff(nodes: dict[str, NodeState], node_id: str, payload: dict[str, Any], at: str) -> None:
-    """Fold what a hand-off recorded into its node's ``handoff`` entry."""
+    """Fold what a hand-off recorded into its node's ``handoff`` entry (the payloads are the log's, as written)."""
     entry = nodes.get(node_id)
     if entry is None:
         return
-    handoff = entry.setdefault("handoff", {})
+    handoff: HandoffRecord = entry.setdefault("handoff", {})
     kind = payload["kind"]
     if kind == "a2a.handoff.accepted":
-        handoff.update(payload.get("handoff") or {})
+        accepted: PeerTaskRecord | None = payload.get("handoff")
+        if accepted:
+            handoff.update(cast(HandoffRecord, accepted))  # its keys are the record's first ones
         handoff["acceptedAt"] = at
     if "peerState" in payload:
         handoff["peerState"] = payload["peerState"]
         handoff["observedAt"] = at
         handoff["question"] = payload.get("question")
     if kind == "a2a.handoff.reply":
-        handoff["pendingReply"] = {"index": payload["replyIndex"], **(payload.get("reply") or {})}
+        handoff["pendingReply"] = cast(PendingReply, {"index": payload["replyIndex"], **(payload.get("reply") or {})})
         handoff["replies"] = payload["replyIndex"]
     elif kind == "a2a.handoff.replied":
         pending = handoff.get("pendingReply")

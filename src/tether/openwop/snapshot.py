@@ -8,7 +8,7 @@ from tether import clock
 from tether.engine.batch import ENGINE_VERSION
 from tether.engine.handoff.record import peer_subkind
 from tether.openwop.tokens import TokenSigner
-from tether.run_state import InterruptRecord
+from tether.run_state import HandoffRecord, InterruptRecord
 from tether.store.base import RunRow
 from tether.types import Principal
 
@@ -81,7 +81,7 @@ def peer_question(row: RunRow, interrupt: InterruptRecord) -> dict[str, Any]:
     client shows it as text. Answer it at ``POST /v1/runs/{id}/interrupts/{nodeId}``.
     """
     node: dict[str, Any] = dict(row.state.get("nodeStates", {}).get(interrupt["nodeId"]) or {})
-    handoff: dict[str, Any] = node.get("handoff") or {}
+    handoff: HandoffRecord = node.get("handoff") or HandoffRecord()
     data: dict[str, Any] = interrupt.get("data") or {}
     artifact = data.get("artifactData")
     message = data.get("message", artifact.get("message") if isinstance(artifact, dict) else None)

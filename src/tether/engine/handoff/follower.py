@@ -59,7 +59,7 @@ from tether.engine.handoff.record import (
     invocation_message_id,
     run_trace,
 )
-from tether.run_state import ErrorObject
+from tether.run_state import ErrorObject, HandoffRecord
 from tether.store.base import RunRow, Store
 from tether.types import TERMINAL
 
@@ -267,9 +267,7 @@ class Handoffs:
             async with asyncio.timeout(seconds):
                 await wake.wait()
 
-    async def _step(
-        self, row: RunRow, node_id: str, hid: str, outcome: CallPeer, record: dict[str, Any]
-    ) -> bool | None:
+    async def _step(self, row: RunRow, node_id: str, hid: str, outcome: CallPeer, record: HandoffRecord) -> bool | None:
         """One look at the peer; True when the run changed, None when the node is finished."""
         port = self._port
         assert port is not None
@@ -409,7 +407,7 @@ class Handoffs:
         await self._engine.transition(run_id, decide)
         self._engine.kick(run_id)
 
-    async def _cancel_peer(self, row: RunRow, node_id: str, record: dict[str, Any]) -> None:
+    async def _cancel_peer(self, row: RunRow, node_id: str, record: HandoffRecord) -> None:
         """The local run was cancelled (or the node ended otherwise) while the peer task goes on: cancel it."""
         if self._port is None or "taskId" not in record or record.get("peerState") in PEER_TERMINAL:
             return

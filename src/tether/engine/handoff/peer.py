@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tether.files import Blob
+from tether.run_state import HandoffRecord, PeerTaskRecord
 
 __all__ = [
     "PEER_TERMINAL",
@@ -79,8 +80,8 @@ class PeerRef:
     credential: str | None = None
     trace: str | None = None
 
-    def as_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {
+    def as_record(self) -> PeerTaskRecord:
+        record: PeerTaskRecord = {
             "agent": self.agent,
             "rpcUrl": self.rpc_url,
             "version": self.version,
@@ -93,7 +94,7 @@ class PeerRef:
         return record
 
     @classmethod
-    def from_record(cls, record: dict[str, Any], trace: str | None = None) -> PeerRef:
+    def from_record(cls, record: HandoffRecord, trace: str | None = None) -> PeerRef:
         return cls(
             agent=str(record["agent"]),
             rpc_url=str(record["rpcUrl"]),

@@ -25,7 +25,7 @@ from tether import clock
 from tether.engine import events
 from tether.engine.batch import Batch
 from tether.engine.handoff.peer import PeerRef, PeerTask
-from tether.engine.handoff.record import PEER_AUTH, PEER_INPUT, peer_subkind
+from tether.engine.handoff.record import PEER_AUTH, PEER_INPUT, handoff_record, peer_subkind
 from tether.engine.hitl import APPROVAL_ACTIONS, normalize_answers, normalize_approval
 from tether.engine.interrupts import ask_events
 from tether.files import digest_of, file_parts
@@ -146,8 +146,7 @@ def forward(batch: Batch, interrupt: InterruptRecord, resume_value: Any, decided
     elif kind == "clarification":
         batch.add(events.clarification_resolved(node_id, value["answers"], decided_by))
     batch.add(events.node_resumed(node_id, interrupt_id, resolved))
-    entry = batch.state["nodeStates"].get(node_id)
-    handoff: dict[str, Any] = entry.get("handoff", {}) if entry is not None else {}
+    handoff = handoff_record(batch.state, node_id)
     index = int(handoff.get("replies", 0)) + 1
     batch.add(events.handoff_reply(node_id, {"kind": kind, "value": value, "decidedBy": decided_by}, index))
 
@@ -187,8 +186,7 @@ def _failure(task: PeerTask, ref: PeerRef) -> ErrorObject:
 
 def project(batch: Batch, node_id: str, task: PeerTask, ref: PeerRef) -> bool:
     """Add the events that bring the run in line with ``task``; True when the node is now finished."""
-    entry = batch.state["nodeStates"].get(node_id)
-    handoff: dict[str, Any] = entry.get("handoff", {}) if entry is not None else {}
+    handoff = handoff_record(batch.state, node_id)
     interrupt = batch.state.get("interrupt")
     mirrored = interrupt if interrupt and interrupt["nodeId"] == node_id and peer_subkind(interrupt) else None
     asking = task.state in ("input-required", "auth-required")

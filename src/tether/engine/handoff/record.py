@@ -8,9 +8,9 @@ holds of each one's peer task and whether an interrupt mirrors a peer's question
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Final
+from typing import Final
 
-from tether.run_state import InterruptRecord, RunSnapshot
+from tether.run_state import HandoffRecord, InterruptRecord, RunSnapshot
 from tether.store.base import RunRow
 
 __all__ = [
@@ -76,8 +76,9 @@ def run_trace(row: RunRow, node_id: str) -> str:
     return f"00-{derived}-{derived[:16]}-00"
 
 
-def handoff_record(state: RunSnapshot, node_id: str) -> dict[str, Any]:
-    """What the run's log holds of a hand-off's peer task (empty before the peer answered)."""
+def handoff_record(state: RunSnapshot, node_id: str) -> HandoffRecord:
+    """What the run's log holds of a hand-off's peer task: the snapshot's own entry, to read and not change
+    (empty before the peer answered)."""
     entry = state["nodeStates"].get(node_id)
     return entry.get("handoff", {}) if entry is not None else {}
 
