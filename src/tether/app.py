@@ -30,7 +30,6 @@ from fastapi import APIRouter, FastAPI
 
 from tether import __version__, tracing
 from tether.a2a import routes as a2a_routes
-from tether.a2a import seams as a2a_seams
 from tether.a2a.capabilities import a2a_capabilities
 from tether.a2a.endpoint import RpcEndpoint
 from tether.a2a.files import FileLimits
@@ -39,7 +38,7 @@ from tether.a2a.peer import router as handoff_router
 from tether.a2a.push import push_projector
 from tether.a2a.surface import A2ASurface
 from tether.a2a.tasks import project_task_record
-from tether.a2a.v10 import push_body
+from tether.a2a.v1_0.protojson import push_body
 from tether.auth.keys import KeyVerifier, create_key
 from tether.console import router as console_router
 from tether.egress.service import build_egress
@@ -344,7 +343,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
         console_router,
         a2a_routes.router,
         handoff_router,
-        a2a_seams.router if settings.enable_test_seams else a2a_seams.absent_router,
+        a2a_routes.seams_router(settings.enable_test_seams),
     ]
     for router in routers:
         app.include_router(router)

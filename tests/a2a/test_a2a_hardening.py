@@ -16,7 +16,7 @@ from a2a_wire import RPC, WORKFLOWS, error, get_task, message, post, result, rpc
 from harness import HostProcess, create_key
 from schemas import a2a_validator
 
-from tether.a2a.jsonrpc import TaskNotFound, rpc_error_from
+from tether.a2a.errors import TaskNotFound, rpc_error_from
 from tether.errors import NotFound
 
 #: each test checks that its refusals wrote nothing by listing every run: a host of its own each

@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 from schemas import a2a_validator
-from starlette.applications import Starlette
 
-from tether.a2a.endpoint import RpcEndpoint
+from tether.a2a._asgi import send_stream
 from tether.a2a.files import FileBytes
-from tether.a2a.streams import StreamProjections, jsonrpc_framing, sse, task_first
+from tether.a2a.jsonrpc import jsonrpc_framing
+from tether.a2a.streams import StreamProjections, sse, task_first
 from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
 from tether.engine.state import apply, initial_snapshot
@@ -117,7 +117,7 @@ async def test_a_stream_whose_client_leaves_is_closed_at_once() -> None:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    streaming = asyncio.create_task(RpcEndpoint(Starlette(), limit=1024)._stream(receive, send, None, chunks()))
+    streaming = asyncio.create_task(send_stream(receive, send, None, chunks()))
     async with asyncio.timeout(5):
         while len(sent) < 2:
             await asyncio.sleep(0.001)
@@ -142,7 +142,7 @@ async def test_a_stream_that_ends_completes_the_response_and_stops_watching() ->
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    await asyncio.wait_for(RpcEndpoint(Starlette(), limit=1024)._stream(receive, send, None, chunks()), 5)
+    await asyncio.wait_for(send_stream(receive, send, None, chunks()), 5)
     assert [m.get("more_body") for m in sent[1:]] == [True, False], "the last write completes the response"
     await asyncio.sleep(0)  # let the cancelled disconnect watcher finish
     assert asyncio.all_tasks() == {asyncio.current_task()}, "the disconnect watcher does not outlive the stream"

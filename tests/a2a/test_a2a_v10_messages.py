@@ -17,7 +17,7 @@ import httpx
 import pytest
 from a2a_wire10 import answer10, post10, result10
 
-from tether.a2a import v10
+from tether.a2a.v1_0 import protojson
 
 
 def _spelled(snake: bool, **fields: Any) -> dict[str, Any]:
@@ -93,8 +93,10 @@ def test_file_parts_in_either_spelling_are_kept_and_echoed_as_sent(http: httpx.C
 
 def test_file_parts_map_alike_in_either_spelling() -> None:
     """The codec itself: raw and url, filename and mediaType, in both spellings, as the canonical (0.3) shape."""
-    camel = v10.canonical_message({"messageId": "m", "role": "ROLE_USER", "parts": FILES})
-    snake = v10.canonical_message({"message_id": "m", "role": 1, "parts": [_spelled(True, **part) for part in FILES]})
+    camel = protojson.canonical_message({"messageId": "m", "role": "ROLE_USER", "parts": FILES})
+    snake = protojson.canonical_message(
+        {"message_id": "m", "role": 1, "parts": [_spelled(True, **part) for part in FILES]}
+    )
     assert camel == snake
     assert camel.model_dump(exclude_none=True)["parts"] == [
         {"kind": "file", "file": {"bytes": "aGVsbG8=", "name": "hello.txt", "mimeType": "text/plain"}},

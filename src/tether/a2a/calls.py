@@ -14,12 +14,16 @@ from typing import Any
 
 from tether.a2a.streams import Frame
 from tether.a2a.versions import Version
+from tether.errors import Unauthenticated
 from tether.types import Principal
 
-__all__ = ["A2A_SCOPES", "Call", "Method", "Methods", "Stream", "message_scope"]
+__all__ = ["A2A_SCOPES", "ANONYMOUS", "Call", "Method", "Methods", "Stream", "anonymous", "message_scope", "needs_key"]
 
 #: every scope a method can ask for: what the A2A methods need, and no more
 A2A_SCOPES = frozenset({"runs:create", "runs:read", "runs:cancel", "approvals:respond"})
+#: the principal name of keyless A2A callers: stable, so their messageIds stay idempotent, and no key's
+#: (keys act as ``key:<name>``)
+ANONYMOUS = "anonymous"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,3 +66,19 @@ def message_scope(params: dict[str, Any]) -> str:
     if isinstance(message, dict) and (message.get("taskId") or message.get("task_id")) is not None:
         return "approvals:respond"
     return "runs:create"
+
+
+def anonymous(tenant: str) -> Principal:
+    """Who a keyless A2A caller is on a public agent: one fixed principal of ``tenant``, A2A scopes only.
+
+    Only the A2A endpoint ever makes it, so REST (and anything admin) stays behind a key.
+    """
+    return Principal(tenant=tenant, name=ANONYMOUS, scopes=A2A_SCOPES, anonymous=True)
+
+
+def needs_key(method: Method, principal: Principal, name: str) -> None:
+    """A method that needs a key even on a public agent, called without one: 401, as on a private agent."""
+    if method.keyed and principal.name == ANONYMOUS:
+        raise Unauthenticated(
+            f"{name} needs an API key even on this public agent: send 'Authorization: Bearer <api key>'"
+        )

@@ -23,8 +23,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tether.a2a.jsonrpc import FileTooLarge, InvalidParams
-from tether.a2a.params import FilePart, Message
+from tether.a2a.errors import FileTooLarge, InvalidParams
+from tether.a2a.message import FilePart, Message
 from tether.caches import holds_copies
 from tether.files import Blob, decode_base64, digest_of, stored_part
 from tether.settings import Settings

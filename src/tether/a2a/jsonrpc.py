@@ -1,304 +1,64 @@
-"""JSON-RPC 2.0 as A2A v0.3 uses it: the envelope, the error codes and the responses.
+"""The JSON-RPC 2.0 binding of both A2A versions: the envelope, stream framing, and answering one request.
 
-Every way a request can be wrong maps to one small exception class here, and every
-``TetherError`` the engine raises maps to one of them in :func:`rpc_error_from`, so
-the codes a client sees are decided in this module alone::
+One ``POST /v1/a2a`` request, once :mod:`tether.a2a.endpoint` has authenticated it and
+negotiated its version, is answered by :func:`answer`: parsed as one JSON-RPC 2.0 request
+(batches and notifications are refused), looked up in that version's method table, its
+scope checked, and run. Errors are HTTP 200 with an ``error`` member: 0.3 carries
+``data`` as it is, 1.0 the typed details array (:mod:`tether.a2a.errors`). The streaming
+methods answer with server-sent events whose every ``data:`` is a whole JSON-RPC response.
 
-    RpcError                      -32603  Internal error
-    ├── JSONParseError            -32700  the body is not JSON
-    ├── InvalidRequest            -32600  not a single JSON-RPC request object
-    ├── MethodNotFound            -32601
-    ├── InvalidParams             -32602
-    │   └── FileTooLarge          -32602  a file part, or a message's files, over an operator's limit (HTTP 413)
-    ├── TaskNotFound              -32001  unknown, or another tenant's (indistinguishable)
-    ├── TaskNotCancelable         -32002  already terminal
-    ├── PushNotificationNotSupported -32003
-    ├── UnsupportedOperation      -32004
-    ├── ContentTypeNotSupported   -32005
-    ├── ExtendedCardNotConfigured -32007
-    ├── VersionNotSupportedError  -32009  an ``A2A-Version`` this host does not serve
-    └── TaskGenerationMismatch    -32010  (1.1 draft) ``ifGenerationMatch`` no longer matches
-
-Each class also knows how A2A 1.0 names it: the ErrorInfo ``reason``, the HTTP status
-and the ``google.rpc`` status of the HTTP+JSON binding. 0.3 answers carry ``data`` as it
-is; 1.0 answers carry :meth:`RpcError.details`, the typed array 1.0 requires.
+A method of the other version is refused, never served in the wrong shapes: a 1.0 name
+under 0.3 is -32009 (the caller forgot the header), a 0.3 name under 1.0 is -32601.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import logging
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import orjson
+from starlette.responses import Response
 
-from tether.errors import Conflict, Gone, InvalidInput, NotFound, TetherError, Unprocessable
+from tether.a2a.calls import Call, Methods, Stream, needs_key
+from tether.a2a.errors import (
+    ContentTypeNotSupported,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    JSONParseError,
+    MethodNotFound,
+    RpcError,
+    UnsupportedOperation,
+    VersionNotSupportedError,
+    quote,
+    rpc_error_from,
+)
+from tether.a2a.streams import Framing, error_stream, sse
+from tether.a2a.surface import A2ASurface
+from tether.a2a.versions import Version
+from tether.errors import Forbidden, TetherError
+from tether.exchange import note_operation
+from tether.http.errors import envelope
+from tether.ids import new_id
+from tether.types import Principal
 
 __all__ = [
-    "ECHO_LIMIT",
-    "ContentTypeNotSupported",
-    "ExtendedCardNotConfigured",
-    "FileTooLarge",
-    "InternalError",
-    "InvalidParams",
-    "InvalidRequest",
-    "JSONParseError",
-    "MethodNotFound",
-    "PushNotificationNotSupported",
     "Rejected",
     "RequestId",
-    "RpcError",
     "RpcRequest",
-    "TaskNotCancelable",
-    "TaskGenerationMismatch",
-    "TaskNotFound",
-    "UnsupportedOperation",
-    "VersionNotSupportedError",
-    "clip",
+    "answer",
     "error_body",
+    "jsonrpc_framing",
     "parse_request",
-    "quote",
+    "request_id_of",
     "result_body",
-    "rpc_error_from",
 ]
 
 RequestId = str | int | None
 
-#: the most characters of a caller's value an error quotes (REST's run-id limit, so a valid id is quoted whole)
-ECHO_LIMIT = 128
-#: the ErrorInfo domain of every A2A error (1.0)
-DOMAIN = "a2a-protocol.org"
-ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
-BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
-#: backstops, should a message or a string in ``data`` quote caller input without :func:`clip`
-_MESSAGE_LIMIT = 2048
-_DATA_STRING_LIMIT = 1024
-
-
-def clip(text: str, limit: int = ECHO_LIMIT) -> str:
-    """``text``, cut to ``limit`` characters and an ellipsis when longer.
-
-    Errors quote what the caller sent so they can find the mistake; without a bound, a
-    900 KB id would come back as a 1.8 MB error. Every quote of caller input goes
-    through here (or :func:`quote`).
-    """
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def quote(value: object, limit: int = ECHO_LIMIT) -> str:
-    """A caller's value as an error message quotes it: ``repr`` of the value, clipped."""
-    return repr(clip(value, limit)) if isinstance(value, str) else clip(repr(value), limit)
-
-
-def _bounded(data: Any) -> Any:
-    """``data`` with every string clipped to the backstop (dicts and lists kept as they are)."""
-    if isinstance(data, str):
-        return clip(data, _DATA_STRING_LIMIT)
-    if isinstance(data, dict):
-        return {clip(str(k), _DATA_STRING_LIMIT): _bounded(v) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return [_bounded(v) for v in data]
-    return data
-
-
-class RpcError(Exception):
-    """A JSON-RPC error answer: a fixed code, a message a person can act on, optional data.
-
-    Message and data are bounded here, whoever built them, so no error answer can grow
-    with what the caller sent (engine messages, for one, may quote a resume value).
-    """
-
-    code: ClassVar[int] = -32603
-    title: ClassVar[str] = "Internal error"
-    #: A2A 1.0: the ErrorInfo reason, the HTTP+JSON status and its google.rpc status name
-    reason: ClassVar[str] = "INTERNAL_ERROR"
-    http_status: ClassVar[int] = 500
-    rpc_status: ClassVar[str] = "INTERNAL"
-
-    def __init__(self, message: str | None = None, *, data: Any = None) -> None:
-        self.message = clip(message or self.title, _MESSAGE_LIMIT)
-        super().__init__(self.message)
-        self.data = _bounded(data)
-
-    def to_json(self) -> dict[str, Any]:
-        """The 0.3 error object: ``data`` free-form."""
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
-
-    def details(self) -> list[dict[str, Any]]:
-        """The 1.0 typed details: an ErrorInfo (its metadata the scalar entries of ``data``, as strings),
-        and a BadRequest naming each bad field when ``data`` lists them."""
-        info: dict[str, Any] = {"@type": ERROR_INFO, "reason": self.reason, "domain": DOMAIN}
-        data = self.data if isinstance(self.data, dict) else {}
-        metadata = {
-            str(k): v if isinstance(v, str) else orjson.dumps(v).decode()
-            for k, v in data.items()
-            if v is not None and not isinstance(v, dict | list)
-        }
-        if metadata:
-            info["metadata"] = metadata
-        out = [info]
-        errors = data.get("errors")
-        if isinstance(errors, list) and errors:
-            violations = [
-                {"field": str(e.get("path", "")), "description": str(e.get("message", ""))}
-                for e in errors
-                if isinstance(e, dict)
-            ]
-            out.append({"@type": BAD_REQUEST, "fieldViolations": violations})
-        return out
-
-    def to_json_v10(self) -> dict[str, Any]:
-        """The 1.0 error object: ``code``, ``message`` and the typed ``data`` array, nothing else."""
-        return {"code": self.code, "message": self.message, "data": self.details()}
-
-    def status_body(self) -> dict[str, Any]:
-        """The HTTP+JSON binding's ``google.rpc.Status``-shaped body."""
-        return {
-            "error": {
-                "code": self.http_status,
-                "status": self.rpc_status,
-                "message": self.message,
-                "details": self.details(),
-            }
-        }
-
-
-class InternalError(RpcError):
-    """The host failed; nothing the caller sent was wrong."""
-
-
-class JSONParseError(RpcError):
-    """The body is not JSON at all."""
-
-    code = -32700
-    title = "Invalid JSON payload"
-    reason = "PARSE_ERROR"
-    http_status = 400
-    rpc_status = "INVALID_ARGUMENT"
-
-
-class InvalidRequest(RpcError):
-    """JSON, but not one JSON-RPC 2.0 request object (batches included)."""
-
-    code = -32600
-    title = "Request payload validation error"
-    reason = "INVALID_REQUEST"
-    http_status = 400
-    rpc_status = "INVALID_ARGUMENT"
-
-
-class MethodNotFound(RpcError):
-    """A method this agent does not have."""
-
-    code = -32601
-    title = "Method not found"
-    reason = "METHOD_NOT_FOUND"
-    http_status = 404
-    rpc_status = "NOT_FOUND"
-
-
-class InvalidParams(RpcError):
-    """The method exists but its params are wrong; ``data`` names the fields."""
-
-    code = -32602
-    title = "Invalid parameters"
-    reason = "INVALID_PARAMS"
-    http_status = 400
-    rpc_status = "INVALID_ARGUMENT"
-
-
-class FileTooLarge(InvalidParams):
-    """A file part, or a message's files together, is over a limit the operator set; ``data`` names it.
-
-    The JSON-RPC code stays -32602 (what to change is in the params), and the HTTP+JSON
-    binding answers 413, HTTP's word for a body too large to take.
-    """
-
-    reason = "FILE_TOO_LARGE"
-    http_status = 413
-
-
-class TaskNotFound(RpcError):
-    """No task with that id is visible to the caller."""
-
-    code = -32001
-    title = "Task not found"
-    reason = "TASK_NOT_FOUND"
-    http_status = 404
-    rpc_status = "NOT_FOUND"
-
-
-class TaskNotCancelable(RpcError):
-    """The task already ended."""
-
-    code = -32002
-    title = "Task cannot be canceled"
-    reason = "TASK_NOT_CANCELABLE"
-    http_status = 400
-    rpc_status = "FAILED_PRECONDITION"
-
-
-class PushNotificationNotSupported(RpcError):
-    """Push configs are asked for, and this host does not deliver pushes."""
-
-    code = -32003
-    title = "Push Notification is not supported"
-    reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
-    http_status = 400
-    rpc_status = "FAILED_PRECONDITION"
-
-
-class UnsupportedOperation(RpcError):
-    """The operation exists but cannot apply here (a terminal task, a task waiting for nothing)."""
-
-    code = -32004
-    title = "This operation is not supported"
-    reason = "UNSUPPORTED_OPERATION"
-    http_status = 400
-    rpc_status = "FAILED_PRECONDITION"
-
-
-class ContentTypeNotSupported(RpcError):
-    """A part or an output mode this agent cannot handle."""
-
-    code = -32005
-    title = "Incompatible content types"
-    reason = "CONTENT_TYPE_NOT_SUPPORTED"
-    http_status = 400
-    rpc_status = "INVALID_ARGUMENT"
-
-
-class ExtendedCardNotConfigured(RpcError):
-    """There is no authenticated extended card; the public one is complete."""
-
-    code = -32007
-    title = "Authenticated Extended Card not configured"
-    reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
-    http_status = 400
-    rpc_status = "FAILED_PRECONDITION"
-
-
-class VersionNotSupportedError(RpcError):
-    """The request's ``A2A-Version`` is not one this host serves; ``data`` lists the served ones."""
-
-    code = -32009
-    title = "Protocol version not supported"
-    reason = "VERSION_NOT_SUPPORTED"
-    http_status = 400
-    rpc_status = "FAILED_PRECONDITION"
-
-
-class TaskGenerationMismatch(RpcError):
-    """(A2A 1.1 draft) a follow-up's ``ifGenerationMatch`` is not the task's generation any more."""
-
-    code = -32010
-    title = "Task generation mismatch"
-    reason = "TASK_GENERATION_MISMATCH"
-    http_status = 409
-    rpc_status = "ABORTED"
+log = logging.getLogger("tether.a2a")
 
 
 class Rejected(Exception):
@@ -403,20 +163,139 @@ def error_body(request_id: RequestId, error: RpcError, *, legacy: bool = True) -
     return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": body})
 
 
-def rpc_error_from(exc: TetherError) -> RpcError:
-    """The JSON-RPC error for a domain error the engine or store raised.
+def jsonrpc_framing(request_id: RequestId, legacy: bool) -> Framing:
+    """Every ``data:`` a complete JSON-RPC response to ``request_id``; errors in the version's shape."""
+    return Framing(
+        data=lambda payload: result_body(request_id, payload),
+        error=lambda exc: error_body(request_id, exc, legacy=legacy),
+    )
 
-    Invalid input (a resume value outside the gate's vocabulary, missing workflow
-    inputs) is the caller's to fix: -32602 with the engine's message and details. A
-    missing resource is TaskNotFound, its message saying "not found" (clients match on
-    it); a state that forbids the operation (already resolved, cancelled meanwhile) is
-    UnsupportedOperation; anything else is internal.
+
+#: 0.3 method → its 1.0 name (what a refusal suggests)
+_RENAMED = {
+    "message/send": "SendMessage",
+    "message/stream": "SendStreamingMessage",
+    "tasks/get": "GetTask",
+    "tasks/cancel": "CancelTask",
+    "tasks/resubscribe": "SubscribeToTask",
+    "tasks/pushNotificationConfig/set": "CreateTaskPushNotificationConfig",
+    "tasks/pushNotificationConfig/get": "GetTaskPushNotificationConfig",
+    "tasks/pushNotificationConfig/list": "ListTaskPushNotificationConfigs",
+    "tasks/pushNotificationConfig/delete": "DeleteTaskPushNotificationConfig",
+    "agent/getAuthenticatedExtendedCard": "GetExtendedAgentCard",
+}
+
+
+async def answer(
+    a2a: A2ASurface,
+    tables: dict[Version, Methods],
+    version: Version,
+    principal: Principal,
+    last_event_id: str | None,
+    content_type: str | None,
+    body: bytes,
+) -> bytes | Response | AsyncIterator[bytes]:
+    """One JSON-RPC 2.0 request in ``version`` (batches are refused with a single -32600).
+
+    The answer is a whole body, a refusal at the HTTP layer (a 401 or 403 in the REST
+    envelope) or the chunks of a server-sent event stream.
     """
-    details = exc.details or None
-    if isinstance(exc, InvalidInput):
-        return InvalidParams(exc.message, data=details)
-    if isinstance(exc, NotFound):
-        return TaskNotFound(exc.message if "not found" in exc.message else f"not found: {exc.message}")
-    if isinstance(exc, Conflict | Unprocessable | Gone):
-        return UnsupportedOperation(exc.message, data={"reason": exc.code})
-    return InternalError(exc.message)
+    legacy = version.is_legacy
+    if not legacy and not _json_media(content_type):
+        return _media_refusal(body, content_type)
+    methods = tables[version]
+    try:
+        call = parse_request(
+            body,
+            methods,
+            lambda name, params: _check(methods, name, params),
+            lambda name: _foreign(version, name, tables),
+        )
+        method = methods[call.method]
+        note_operation(call.method)
+        needs_key(method, principal, call.method)
+        scope = method.scope(call.params)
+        if scope is not None and not principal.can(scope):
+            raise Forbidden(
+                f"this API key lacks the scope {scope!r} that {call.method} needs",
+                details={"scopeRequired": scope, "method": call.method},
+            )
+    except Rejected as rejected:
+        return error_body(rejected.request_id, rejected.error, legacy=legacy)
+    except TetherError as exc:  # 401 / 403: refused at the HTTP layer, in the REST envelope
+        return envelope(exc.status, exc.code, exc.message, exc.details)
+    try:
+        if method.streaming and not a2a.capabilities.streaming:
+            raise UnsupportedOperation(f"{call.method} is not served: this agent's capabilities.streaming is false")
+        outcome = await method.run(Call(principal, call.params, version, last_event_id))
+    except RpcError as error:
+        return _refusal(call.id, method.streaming, legacy, error)
+    except TetherError as exc:
+        return _refusal(call.id, method.streaming, legacy, rpc_error_from(exc))
+    except Exception:
+        correlation = new_id("err_")
+        log.exception("A2A %s failed [%s]", call.method, correlation)
+        failed = InternalError(f"the host failed to handle {call.method} (correlation id {correlation})")
+        return _refusal(call.id, method.streaming, legacy, failed)
+    if isinstance(outcome, Stream):
+        return sse(jsonrpc_framing(call.id, legacy), outcome.frames)
+    return result_body(call.id, outcome)
+
+
+def _check(methods: Methods, name: str, params: dict[str, Any]) -> None:
+    check = methods[name].check
+    if check is not None:
+        check(params)
+
+
+def _foreign(version: Version, name: str, tables: dict[Version, Methods]) -> RpcError | None:
+    """The refusal of a method of the other version (None: a method of neither)."""
+    if version.is_legacy and name in tables[Version.V1_0]:
+        return VersionNotSupportedError(
+            f"{name} is an A2A 1.0 method, and this request speaks 0.3 (it sent no A2A-Version): "
+            "send the header A2A-Version: 1.0 to call it",
+            data={"requestedVersion": "0.3", "method": name},
+        )
+    if not version.is_legacy and name in tables[Version.V0_3]:
+        return MethodNotFound(
+            f"{quote(name)} is an A2A 0.3 method; under A2A-Version {version.value} call {_RENAMED[name]}",
+            data={"method": name},
+        )
+    return None
+
+
+def request_id_of(body: bytes) -> RequestId:
+    """The id of a request refused before it was parsed, if it can be read (else null)."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    found = doc.get("id") if isinstance(doc, dict) else None
+    return found if isinstance(found, str | int) and not isinstance(found, bool) else None
+
+
+def _json_media(content_type: str | None) -> bool:
+    """Whether a JSON-RPC body says it is JSON (``application/json``, any ``+json``), or says nothing."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    return not media or media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _media_refusal(body: bytes, content_type: str | None) -> bytes:
+    """-32005 for a 1.0 JSON-RPC body typed as something other than JSON (A2A 1.0 §9.1: ``application/json``).
+
+    0.3 callers keep being read whatever they label their body, as they always were.
+    """
+    media = (content_type or "").split(";")[0].strip().lower()
+    error = ContentTypeNotSupported(
+        f"an A2A 1.0 JSON-RPC request is application/json, not {quote(media)}: send Content-Type: application/json",
+        data={"contentType": media},
+    )
+    return error_body(request_id_of(body), error, legacy=False)
+
+
+def _refusal(request_id: RequestId, streaming: bool, legacy: bool, error: RpcError) -> bytes | AsyncIterator[bytes]:
+    """An error answer; a 0.3 stream method gets it as its one SSE event (what 0.3 clients read),
+    a 1.0 one as a plain JSON-RPC error (a2a-v1.0-wire §1.2)."""
+    if streaming and legacy:
+        return error_stream(jsonrpc_framing(request_id, legacy), error)
+    return error_body(request_id, error, legacy=legacy)

@@ -16,7 +16,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether import clock
-from tether.a2a.jsonrpc import InvalidParams
+from tether.a2a.errors import InvalidParams
 from tether.a2a.projection import INTERRUPTED, TERMINAL, status_view, task
 from tether.a2a.surface import A2ASurface
 from tether.a2a.tasks import A2A_TRANSPORT, context_of

@@ -1,7 +1,9 @@
-"""The A2A REST reads: the agent card and the durable task state.
+"""The A2A routes of the REST app: the agent card, the durable task state, and the test seams' router.
 
 ``POST /v1/a2a`` itself is :mod:`tether.a2a.endpoint`, served before this router; the
-OpenAPI document declares it from :data:`OPENAPI_PATHS`.
+OpenAPI document declares it from :data:`OPENAPI_PATHS`. The conformance test seams are
+private to the package (:mod:`tether.a2a._seams`); :func:`seams_router` is how the host
+mounts them, or the plain 404 that stands in for them when they are off.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import orjson
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
+from tether.a2a import _seams
 from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH, RPC_PATH
 from tether.a2a.card import agent_card, strict_v10
 from tether.a2a.push import push_record
@@ -23,7 +26,7 @@ from tether.http.requests import require
 from tether.http.responses import json_response
 from tether.types import Principal
 
-__all__ = ["OPENAPI_PATHS", "router"]
+__all__ = ["OPENAPI_PATHS", "router", "seams_router"]
 
 router = APIRouter(tags=["a2a"])
 
@@ -139,3 +142,8 @@ async def get_task_state(
     if record is None:
         raise NotFound(f"no A2A task {task_id!r}", details={"taskId": task_id})
     return json_response(push_record(record.record, await store.list_push_configs(task_id)))
+
+
+def seams_router(enabled: bool) -> APIRouter:
+    """The conformance test seams when ``enabled`` (``--enable-test-seams``), else a router that serves nothing."""
+    return _seams.router if enabled else _seams.absent_router

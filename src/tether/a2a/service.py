@@ -4,7 +4,7 @@ A message without a ``taskId`` starts a run of the named skill; with one, it ans
 run's pending interrupt. Either way the user's message is stored as task history in the
 same commit, a repeated ``messageId`` changes nothing (and one reused for different
 content is refused), and the answer is the run, from which a codec renders a Task.
-Requests arrive already parsed into the canonical shapes of :mod:`tether.a2a.params`
+Requests arrive already parsed into the canonical shapes of :mod:`tether.a2a.message`
 (a 0.3 codec reads them as they are, the 1.0 codec translates ProtoJSON into them), and
 results leave as rows and canonical dicts that each codec renders in its own version. A
 message's file bytes become blobs here, within the operator's limits, before anything is
@@ -24,8 +24,7 @@ from typing import Any
 import orjson
 
 from tether import clock
-from tether.a2a.files import FileBytes, FileLimits, stored_message
-from tether.a2a.jsonrpc import (
+from tether.a2a.errors import (
     ContentTypeNotSupported,
     InvalidParams,
     PushNotificationNotSupported,
@@ -34,7 +33,8 @@ from tether.a2a.jsonrpc import (
     clip,
     quote,
 )
-from tether.a2a.params import Message, message_inputs, reply_value
+from tether.a2a.files import FileBytes, FileLimits, stored_message
+from tether.a2a.message import Message, message_inputs, reply_value
 from tether.a2a.projection import INTERRUPTED, TERMINAL, task_state
 from tether.a2a.push import PushConfigInput, check_push_url, seal_config
 from tether.a2a.skills import OUTPUT_MODES, resolve_skill

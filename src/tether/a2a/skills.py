@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.a2a.jsonrpc import InvalidParams, clip, quote
+from tether.a2a.errors import InvalidParams, clip, quote
 from tether.engine.registry import Entry, WorkflowRegistry
 
 __all__ = ["INPUT_MODES", "OUTPUT_MODES", "SKILL_SOURCES", "resolve_skill", "served_skills"]

@@ -21,17 +21,9 @@ from typing import Any
 
 import orjson
 
+from tether.a2a.errors import InternalError, InvalidParams, RpcError, rpc_error_from
 from tether.a2a.files import FileBytes, has_files
 from tether.a2a.generations import Generations, fold
-from tether.a2a.jsonrpc import (
-    InternalError,
-    InvalidParams,
-    RequestId,
-    RpcError,
-    error_body,
-    result_body,
-    rpc_error_from,
-)
 from tether.a2a.projection import (
     INTERRUPTED,
     TERMINAL,
@@ -54,7 +46,6 @@ __all__ = [
     "SSE_HEADERS",
     "StreamProjections",
     "error_stream",
-    "jsonrpc_framing",
     "parse_after",
     "replay",
     "sse",
@@ -316,14 +307,6 @@ class Framing:
 
     data: Callable[[dict[str, Any] | orjson.Fragment], bytes]
     error: Callable[[RpcError], bytes]
-
-
-def jsonrpc_framing(request_id: RequestId, legacy: bool) -> Framing:
-    """Every ``data:`` a complete JSON-RPC response to ``request_id``; errors in the version's shape."""
-    return Framing(
-        data=lambda payload: result_body(request_id, payload),
-        error=lambda exc: error_body(request_id, exc, legacy=legacy),
-    )
 
 
 def _frame_bytes(framing: Framing, payload: dict[str, Any] | orjson.Fragment | None, sequence: int | None) -> bytes:

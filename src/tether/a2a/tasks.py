@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from tether.a2a.capabilities import TRANSPORT
+from tether.a2a.errors import TaskNotFound, clip, quote
 from tether.a2a.files import FileBytes, has_files
-from tether.a2a.jsonrpc import TaskNotFound, clip, quote
 from tether.a2a.projection import task, task_record
 from tether.caches import holds_copies
 from tether.store.base import Extra, RunRow, Store, TaskRecord

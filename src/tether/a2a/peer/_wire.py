@@ -14,8 +14,8 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from tether.a2a import v10
-from tether.a2a.jsonrpc import InvalidParams
+from tether.a2a.errors import InvalidParams
+from tether.a2a.v1_0 import protojson
 from tether.engine.handoff.peer import PeerTask
 
 __all__ = ["METHODS", "message", "render_message", "task_of"]
@@ -73,7 +73,7 @@ def message(
 
 def render_message(doc: dict[str, Any], version: str) -> dict[str, Any]:
     """The message as ``version`` spells it (0.3 is the canonical shape itself)."""
-    return doc if version == "0.3" else v10.message(doc)
+    return doc if version == "0.3" else protojson.message(doc)
 
 
 def _text(msg: Any) -> str | None:
@@ -111,7 +111,7 @@ def task_of(result: Any, version: str) -> PeerTask:
             return _from_message(result["message"])
         inner = result.get("task", result)
         try:
-            doc = v10.canonical_task(inner)
+            doc = protojson.canonical_task(inner)
         except (ValidationError, InvalidParams) as exc:
             raise ValueError(f"the peer's answer is not a 1.0 Task: {exc}") from exc
     else:
@@ -141,7 +141,7 @@ def _from_message(msg: Any) -> PeerTask:
         raise ValueError("the peer's message is not an object")
     if "kind" not in msg:  # 1.0: read through the codec into the canonical shape
         try:
-            msg = v10.canonical_message(msg, "message").model_dump(exclude_none=True)
+            msg = protojson.canonical_message(msg, "message").model_dump(exclude_none=True)
         except (ValidationError, InvalidParams) as exc:
             raise ValueError(f"the peer's message is malformed: {exc}") from exc
     message_id = str(msg.get("messageId") or "message")

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from tether.a2a.jsonrpc import InvalidParams
+from tether.a2a.errors import InvalidParams
 from tether.a2a.projection import INTERRUPTED, TERMINAL, task_state
 from tether.a2a.push import PushConfigInput, check_push_url, push_record, seal_config
 from tether.a2a.surface import a2a_of

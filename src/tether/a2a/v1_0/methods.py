@@ -16,11 +16,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tether.a2a import v10
 from tether.a2a.calls import Call, Method, Methods, Stream, message_scope
 from tether.a2a.card import strict_v10
-from tether.a2a.generations import Generations
-from tether.a2a.jsonrpc import (
+from tether.a2a.errors import (
     InvalidParams,
     RpcError,
     TaskGenerationMismatch,
@@ -29,11 +27,13 @@ from tether.a2a.jsonrpc import (
     clip,
     quote,
 )
-from tether.a2a.params import parse_params
+from tether.a2a.generations import Generations
+from tether.a2a.message import parse_params
 from tether.a2a.projection import TERMINAL, task, task_state
 from tether.a2a.service import A2AService, SendRequest, TaskQuery, page_token, parse_page_token
 from tether.a2a.streams import StreamProjections, parse_after
 from tether.a2a.tasks import EncodedTasks, LiveTask
+from tether.a2a.v1_0 import protojson
 from tether.a2a.versions import Version
 from tether.store.base import PushConfigRow, RunRow
 
@@ -65,16 +65,18 @@ def _unknown(task_id: str) -> TaskNotFound:
 
 
 def _send_request(raw: dict[str, Any]) -> SendRequest:
-    params = parse_params(v10.SendMessageRequest, raw)
+    params = parse_params(protojson.SendMessageRequest, raw)
     config = params.configuration
     push = config.task_push_notification_config if config else None
     return SendRequest(
-        message=v10.canonical_message(params.message),
+        message=protojson.canonical_message(params.message),
         version=VERSION,
         metadata=params.metadata,
-        history_length=v10.history_length(config.history_length if config else None, "configuration.historyLength"),
+        history_length=protojson.history_length(
+            config.history_length if config else None, "configuration.historyLength"
+        ),
         blocking=not (config is not None and config.return_immediately is True),
-        push=v10.canonical_push(push) if push is not None else None,
+        push=protojson.canonical_push(push) if push is not None else None,
         accepted_output_modes=config.accepted_output_modes if config else None,
     )
 
@@ -102,8 +104,8 @@ def _states_named(run: Callable[[Call], Awaitable[Any]]) -> Callable[[Call], Awa
         try:
             return await run(call)
         except RpcError as error:
-            if isinstance(error.data, dict) and error.data.get("state") in v10.STATE_NAMES:
-                error.data = {**error.data, "state": v10.STATE_NAMES[error.data["state"]]}
+            if isinstance(error.data, dict) and error.data.get("state") in protojson.STATE_NAMES:
+                error.data = {**error.data, "state": protojson.STATE_NAMES[error.data["state"]]}
             raise
 
     return named
@@ -120,27 +122,29 @@ class Current:
     def __init__(self, service: A2AService, legacy_card: Any, generations: Generations | None = None) -> None:
         self.service = service
         self.generations = generations
-        self.encoded = EncodedTasks(service.files, v10.task)
-        self.projections = StreamProjections(v10.frame_task, v10.event, generations)
+        self.encoded = EncodedTasks(service.files, protojson.task)
+        self.projections = StreamProjections(protojson.frame_task, protojson.event, generations)
         self._card = legacy_card
         methods: dict[str, Method] = {
             "SendMessage": Method(self.send, message_scope, check=_send_request),
             "SendStreamingMessage": Method(self.stream, message_scope, streaming=True, check=_send_request),
-            "GetTask": Method(self.get, _const("runs:read"), check=lambda p: parse_params(v10.GetTaskRequest, p)),
-            "ListTasks": Method(self.list, _const("runs:read"), check=lambda p: parse_params(v10.ListTasksRequest, p)),
+            "GetTask": Method(self.get, _const("runs:read"), check=lambda p: parse_params(protojson.GetTaskRequest, p)),
+            "ListTasks": Method(
+                self.list, _const("runs:read"), check=lambda p: parse_params(protojson.ListTasksRequest, p)
+            ),
             "CancelTask": Method(self.cancel, _const("runs:cancel"), check=self._task_id),
             "SubscribeToTask": Method(self.subscribe, _const("runs:read"), streaming=True, check=self._task_id),
             "CreateTaskPushNotificationConfig": Method(
-                self.create_push, _const("runs:create"), check=lambda p: parse_params(v10.ProtoPushConfig, p)
+                self.create_push, _const("runs:create"), check=lambda p: parse_params(protojson.ProtoPushConfig, p)
             ),
             "GetTaskPushNotificationConfig": Method(
-                self.get_push, _const("runs:read"), check=lambda p: parse_params(v10.PushConfigRequest, p)
+                self.get_push, _const("runs:read"), check=lambda p: parse_params(protojson.PushConfigRequest, p)
             ),
             "ListTaskPushNotificationConfigs": Method(
-                self.list_push, _const("runs:read"), check=lambda p: parse_params(v10.ListPushConfigsRequest, p)
+                self.list_push, _const("runs:read"), check=lambda p: parse_params(protojson.ListPushConfigsRequest, p)
             ),
             "DeleteTaskPushNotificationConfig": Method(
-                self.delete_push, _const("runs:create"), check=lambda p: parse_params(v10.PushConfigRequest, p)
+                self.delete_push, _const("runs:create"), check=lambda p: parse_params(protojson.PushConfigRequest, p)
             ),
             "GetExtendedAgentCard": Method(self.extended_card, _const(None), keyed=True),
         }
@@ -164,8 +168,8 @@ class Current:
         return await self.service.files.inline(row.run_id, doc)
 
     @staticmethod
-    def _task_id(raw: dict[str, Any]) -> v10.TaskIdRequest:
-        return parse_params(v10.TaskIdRequest, raw)
+    def _task_id(raw: dict[str, Any]) -> protojson.TaskIdRequest:
+        return parse_params(protojson.TaskIdRequest, raw)
 
     async def _generation(self, row: RunRow) -> int | None:
         return await self.generations.at(row) if self.generations is not None else None
@@ -178,7 +182,7 @@ class Current:
         """
         if self.generations is None:
             return
-        expected = v10.generation_of(call.params, "configuration", "ifGenerationMatch")
+        expected = protojson.generation_of(call.params, "configuration", "ifGenerationMatch")
         task_id = request.message.taskId
         if expected is None or task_id is None:
             return
@@ -196,7 +200,7 @@ class Current:
         await self._check_generation(call, request)
         sent = await self.service.send(call.principal, request)
         doc = await self._task(sent.run, sent.context_id, sent.history, request.history_length)
-        return {"task": v10.task(doc, await self._generation(sent.run))}
+        return {"task": protojson.task(doc, await self._generation(sent.run))}
 
     async def stream(self, call: Call) -> Stream:
         _check_tenant(call, call.params.get("tenant"))
@@ -205,15 +209,15 @@ class Current:
         return Stream(await self.service.stream(call.principal, request, self.projections))
 
     async def get(self, call: Call) -> Any:
-        params = parse_params(v10.GetTaskRequest, call.params)
+        params = parse_params(protojson.GetTaskRequest, call.params)
         if _foreign_tenant(call, params.tenant):
             raise _unknown(params.id)
-        length = v10.history_length(params.history_length)
+        length = protojson.history_length(params.history_length)
         live = await self.service.get(call.principal, params.id, history=length != 0)
         if self.generations is None:
             return await self.encoded.encode(live, length)
         generation = await self.generations.at(live.run)
-        known = v10.generation_of(call.params, "currentGeneration")
+        known = protojson.generation_of(call.params, "currentGeneration")
         if known is not None and generation <= known:
             live, generation = await self._past(call, live, known, history=length != 0)
         return await self.encoded.encode(live, length, generation)
@@ -235,7 +239,7 @@ class Current:
         return live, generation
 
     async def list(self, call: Call) -> dict[str, Any]:
-        params = parse_params(v10.ListTasksRequest, call.params)
+        params = parse_params(protojson.ListTasksRequest, call.params)
         _check_tenant(call, params.tenant)
         size = params.page_size if params.page_size is not None else 50
         if not 1 <= size <= 100:
@@ -243,10 +247,10 @@ class Current:
                 f"pageSize must be between 1 and 100, not {size}",
                 data={"errors": [{"path": "params.pageSize", "message": "must be 1 to 100"}]},
             )
-        length = v10.history_length(params.history_length)
+        length = protojson.history_length(params.history_length)
         query = TaskQuery(
             context_id=params.context_id,
-            state=v10.state_of(params.status),
+            state=protojson.state_of(params.status),
             updated_after=params.status_timestamp_after,
             page_size=size,
             after=parse_page_token(params.page_token),
@@ -254,7 +258,7 @@ class Current:
         page = await self.service.list_tasks(call.principal, query, history=length != 0)
         artifacts = bool(params.include_artifacts)
         tasks = [
-            v10.task(
+            protojson.task(
                 await self._task(t.run, t.context_id, t.history or [], length, artifacts=artifacts),
                 await self._generation(t.run),
             )
@@ -268,7 +272,7 @@ class Current:
             raise _unknown(params.id)
         done = await self.service.cancel(call.principal, params.id)
         doc = await self._task(done.run, done.context_id, done.history)
-        return v10.task(doc, await self._generation(done.run))
+        return protojson.task(doc, await self._generation(done.run))
 
     async def subscribe(self, call: Call) -> Stream:
         """The current Task first, then its updates until it ends; or, after ``Last-Event-ID``, exactly the
@@ -281,14 +285,14 @@ class Current:
         state = task_state(live.run.status)
         if state in TERMINAL and (after is None or after == live.run.last_sequence):
             raise UnsupportedOperation(
-                f"task {quote(params.id)} is {v10.STATE_NAMES[state]}: a task that ended has no updates to "
+                f"task {quote(params.id)} is {protojson.STATE_NAMES[state]}: a task that ended has no updates to "
                 "subscribe to; read it with GetTask",
-                data={"taskId": clip(params.id), "state": v10.STATE_NAMES[state]},
+                data={"taskId": clip(params.id), "state": protojson.STATE_NAMES[state]},
             )
         return Stream(await self.service.subscribe(live, after, self.projections))
 
     async def create_push(self, call: Call) -> dict[str, Any]:
-        params = parse_params(v10.ProtoPushConfig, call.params)
+        params = parse_params(protojson.ProtoPushConfig, call.params)
         if not params.task_id:
             raise InvalidParams(
                 "taskId is required: the task whose updates are pushed",
@@ -296,11 +300,11 @@ class Current:
             )
         if _foreign_tenant(call, params.tenant):
             raise _unknown(params.task_id)
-        row = await self.service.set_push(call.principal, params.task_id, v10.canonical_push(params), VERSION)
+        row = await self.service.set_push(call.principal, params.task_id, protojson.canonical_push(params), VERSION)
         return push_view(row)
 
     async def get_push(self, call: Call) -> dict[str, Any]:
-        params = parse_params(v10.PushConfigRequest, call.params)
+        params = parse_params(protojson.PushConfigRequest, call.params)
         if _foreign_tenant(call, params.tenant):
             raise _unknown(params.task_id)
         found = await self.service.get_push(call.principal, params.task_id, params.id)
@@ -312,14 +316,14 @@ class Current:
         return push_view(found)
 
     async def list_push(self, call: Call) -> dict[str, Any]:
-        params = parse_params(v10.ListPushConfigsRequest, call.params)
+        params = parse_params(protojson.ListPushConfigsRequest, call.params)
         if _foreign_tenant(call, params.tenant):
             raise _unknown(params.task_id)
         rows = await self.service.list_push(call.principal, params.task_id)
         return {"configs": [push_view(r) for r in rows], "nextPageToken": ""}
 
     async def delete_push(self, call: Call) -> dict[str, Any]:
-        params = parse_params(v10.PushConfigRequest, call.params)
+        params = parse_params(protojson.PushConfigRequest, call.params)
         if _foreign_tenant(call, params.tenant):
             raise _unknown(params.task_id)
         await self.service.delete_push(call.principal, params.task_id, params.id)

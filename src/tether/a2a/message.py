@@ -19,9 +19,8 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
-from tether.a2a.jsonrpc import ECHO_LIMIT, ContentTypeNotSupported, InvalidParams, clip
+from tether.a2a.errors import ECHO_LIMIT, ContentTypeNotSupported, InvalidParams, clip
 from tether.run_state import InterruptRecord
-from tether.types import INT32_MAX
 
 __all__ = [
     "ID_MAX",
@@ -29,14 +28,11 @@ __all__ = [
     "FileContent",
     "FilePart",
     "Message",
-    "SendConfiguration",
-    "SendParams",
-    "TaskIdParams",
-    "TaskQueryParams",
+    "ParamId",
+    "StrictModel",
     "TextPart",
     "message_inputs",
     "parse_params",
-    "parse_send_params",
     "reply_value",
 ]
 
@@ -45,24 +41,26 @@ M = TypeVar("M", bound=BaseModel)
 #: the longest task id (a run id) or push config id accepted: REST's run-id limit, so both surfaces agree
 ID_MAX = 128
 #: a task id or a push config id as a param
-_Id = Annotated[str, Field(min_length=1, max_length=ID_MAX)]
+ParamId = Annotated[str, Field(min_length=1, max_length=ID_MAX)]
 #: the validation errors a refusal lists (a message with 10,000 bad parts is not answered with 10,000)
 _ERRORS_LISTED = 10
 #: the longest file URI kept: a reference, not a way around the file limits (a ``data:`` URI is bytes)
 URI_MAX = 8192
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """A wire model read strictly: ``"5"`` is not a number, unknown fields are ignored."""
+
     model_config = ConfigDict(strict=True, extra="ignore")
 
 
-class TextPart(_Strict):
+class TextPart(StrictModel):
     kind: Literal["text"]
     text: str
     metadata: dict[str, Any] | None = None
 
 
-class FileContent(_Strict):
+class FileContent(StrictModel):
     """``FileWithBytes`` (``bytes``, base64) or ``FileWithUri``: exactly one of the two."""
 
     bytes: str | None = None
@@ -77,13 +75,13 @@ class FileContent(_Strict):
         return self
 
 
-class FilePart(_Strict):
+class FilePart(StrictModel):
     kind: Literal["file"]
     file: FileContent
     metadata: dict[str, Any] | None = None
 
 
-class DataPart(_Strict):
+class DataPart(StrictModel):
     kind: Literal["data"]
     data: dict[str, Any]
     metadata: dict[str, Any] | None = None
@@ -92,51 +90,16 @@ class DataPart(_Strict):
 Part = Annotated[TextPart | FilePart | DataPart, Field(discriminator="kind")]
 
 
-class Message(_Strict):
+class Message(StrictModel):
     kind: Literal["message"]
     role: Literal["user", "agent"]
     messageId: str = Field(min_length=1, max_length=255)
     parts: list[Part]
-    taskId: _Id | None = None
+    taskId: ParamId | None = None
     contextId: str | None = Field(default=None, min_length=1, max_length=255)
-    referenceTaskIds: list[_Id] | None = None
+    referenceTaskIds: list[ParamId] | None = None
     extensions: list[str] | None = None
     metadata: dict[str, Any] | None = None
-
-
-class SendConfiguration(_Strict):
-    acceptedOutputModes: list[str] | None = None
-    historyLength: int | None = Field(default=None, ge=0, le=INT32_MAX)
-    pushNotificationConfig: dict[str, Any] | None = None
-    blocking: bool | None = None
-
-
-class SendParams(_Strict):
-    message: Message
-    configuration: SendConfiguration | None = None
-    metadata: dict[str, Any] | None = None
-
-
-class TaskIdParams(_Strict):
-    id: _Id
-    metadata: dict[str, Any] | None = None
-
-
-class TaskQueryParams(TaskIdParams):
-    historyLength: int | None = Field(default=None, ge=0, le=INT32_MAX)
-
-
-class SetPushParams(_Strict):
-    taskId: _Id
-    pushNotificationConfig: dict[str, Any]
-
-
-class GetPushParams(TaskIdParams):
-    pushNotificationConfigId: _Id | None = None
-
-
-class DeletePushParams(TaskIdParams):
-    pushNotificationConfigId: _Id
 
 
 def _error_message(error: ErrorDetails) -> str:
@@ -168,22 +131,6 @@ def parse_params(model: type[M], params: Any, at: str = "params") -> M:
         if len(found) > _ERRORS_LISTED:
             data["errorCount"] = len(found)
         raise InvalidParams(f"{first['path']}: {first['message']}", data=data) from exc
-
-
-def parse_send_params(params: dict[str, Any]) -> SendParams:
-    """``message/send`` and ``message/stream`` params, refusing a message with no parts.
-
-    The schema lets ``parts`` be empty, but such a message says nothing: a skill that
-    needs no input would run on it, so it is refused before any skill is chosen.
-    """
-    send = parse_params(SendParams, params)
-    if not send.message.parts:
-        message = (
-            'params.message.parts is empty: a message needs at least one part, such as {"kind": "text", "text": "..."} '
-            'or {"kind": "data", "data": {...}}'
-        )
-        raise InvalidParams(message, data={"errors": [{"path": "params.message.parts", "message": message}]})
-    return send
 
 
 def _refuse_files(message: Message) -> None:

@@ -12,23 +12,35 @@ paths onto a base URL send it.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
+from starlette.types import Receive, Scope, Send
 
-from tether.a2a.jsonrpc import (
+from tether.a2a._asgi import Head, send_stream, send_whole
+from tether.a2a.calls import Call, Methods, Stream, needs_key
+from tether.a2a.capabilities import REST_PATH
+from tether.a2a.errors import (
     ContentTypeNotSupported,
+    InternalError,
     InvalidParams,
     InvalidRequest,
     JSONParseError,
     MethodNotFound,
     RpcError,
     quote,
+    rpc_error_from,
 )
-from tether.types import INT32_MAX
+from tether.a2a.streams import Framing, sse
+from tether.a2a.versions import Version
+from tether.errors import Forbidden, TetherError
+from tether.exchange import note_operation
+from tether.ids import new_id
+from tether.types import INT32_MAX, Principal
 
 __all__ = [
     "ERROR_MEDIA_TYPE",
@@ -39,10 +51,15 @@ __all__ = [
     "Route",
     "Routed",
     "auth_error",
+    "auth_refusal",
     "match",
     "params_of",
+    "send_error",
+    "serve",
     "status_error",
 ]
+
+log = logging.getLogger("tether.a2a")
 
 #: the media type of an answer: the one A2A registers for this binding (§14.1; v1.0.1 §11.1 says SHOULD)
 MEDIA_TYPE = "application/a2a+json"
@@ -245,3 +262,66 @@ AUTH_STATUS: dict[int, str] = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
 def auth_error(status: int, message: str) -> bytes:
     """A refusal at the HTTP layer (no key, a key without the scope) in this binding's error shape."""
     return orjson.dumps({"error": {"code": status, "status": AUTH_STATUS.get(status, "UNKNOWN"), "message": message}})
+
+
+#: this binding's streams: each ``data:`` a bare StreamResponse, an error a Status body
+_FRAMING = Framing(data=orjson.dumps, error=lambda exc: orjson.dumps(exc.status_body()))
+
+
+async def send_error(send: Send, trace: bytes | None, error: RpcError, *extra: tuple[bytes, bytes]) -> None:
+    """An error answer of this binding, ``extra`` headers after its own."""
+    status, answer, headers = status_error(error)
+    await send_whole(send, trace, status, answer, extra=[*headers, *extra])
+
+
+async def auth_refusal(send: Send, trace: bytes | None, exc: TetherError, *extra: tuple[bytes, bytes]) -> None:
+    """A 401 or 403 of this binding, in its own error shape (a 401 says how to authenticate)."""
+    headers = [(b"content-type", ERROR_MEDIA_TYPE.encode()), *extra]
+    if exc.status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="tether"'))
+    await send_whole(send, trace, exc.status, auth_error(exc.status, exc.message), extra=headers)
+
+
+async def serve(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    head: Head,
+    body: bytes,
+    principal: Principal,
+    version: Version,
+    methods: Methods,
+) -> None:
+    """One request, its caller known and its version negotiated: a route, its method, a bare answer or a stream."""
+    verb = scope["method"]
+    stamp = (b"a2a-version", version.value.encode())
+    try:
+        routed = match(verb, scope["path"][len(REST_PATH) :])
+        note_operation(routed.route.method)
+        method = methods[routed.route.method]
+        needs_key(method, principal, routed.route.method)
+        params = params_of(routed, scope.get("query_string", b""), body, head.content_type)
+        needed = method.scope(params)
+        if needed is not None and not principal.can(needed):
+            raise Forbidden(f"this API key lacks the scope {needed!r} that {routed.route.method} needs")
+        outcome = await method.run(Call(principal, params, version, head.last_event_id))
+    except RpcError as error:
+        await send_error(send, head.trace, error, stamp)
+        return
+    except TetherError as exc:
+        if exc.status in (401, 403):
+            await auth_refusal(send, head.trace, exc, stamp)
+            return
+        await send_error(send, head.trace, rpc_error_from(exc), stamp)
+        return
+    except Exception:
+        correlation = new_id("err_")
+        log.exception("A2A %s %s failed [%s]", verb, scope["path"], correlation)
+        failed = InternalError(f"the host failed to handle {verb} {scope['path']} (correlation id {correlation})")
+        await send_error(send, head.trace, failed, stamp)
+        return
+    if isinstance(outcome, Stream):
+        await send_stream(receive, send, head.trace, sse(_FRAMING, outcome.frames), stamp)
+        return
+    media = (b"content-type", MEDIA_TYPE.encode())
+    await send_whole(send, head.trace, 200, orjson.dumps(outcome), extra=[media, stamp])

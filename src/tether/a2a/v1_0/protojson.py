@@ -27,8 +27,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from tether import clock
-from tether.a2a.jsonrpc import InvalidParams
-from tether.a2a.params import ID_MAX, Message, parse_params
+from tether.a2a.errors import InvalidParams
+from tether.a2a.message import ID_MAX, Message, parse_params
 from tether.a2a.push import PushAuthentication, PushConfigInput
 from tether.store.base import PushConfigRow
 from tether.types import INT32_MAX, INT64_MAX

@@ -1,6 +1,6 @@
 """The A2A 0.3 codec: the slash-named JSON-RPC methods, in the wire shapes 0.3 clients know.
 
-0.3 shapes are Tether's canonical ones (:mod:`tether.a2a.params`, :mod:`tether.a2a.projection`),
+0.3 shapes are Tether's canonical ones (:mod:`tether.a2a.message`, :mod:`tether.a2a.projection`),
 so this codec parses strictly and renders as is; every rule it applies lives in the service.
 """
 
@@ -10,21 +10,21 @@ from typing import Any
 
 from tether.a2a.calls import Call, Method, Methods, Stream, message_scope
 from tether.a2a.card import agent_card
-from tether.a2a.jsonrpc import ExtendedCardNotConfigured, InvalidParams, quote
-from tether.a2a.params import (
-    DeletePushParams,
-    GetPushParams,
-    SetPushParams,
-    TaskIdParams,
-    TaskQueryParams,
-    parse_params,
-    parse_send_params,
-)
+from tether.a2a.errors import ExtendedCardNotConfigured, InvalidParams, quote
+from tether.a2a.message import parse_params
 from tether.a2a.projection import task
 from tether.a2a.push import PushConfigInput, config_view
 from tether.a2a.service import A2AService, SendRequest
 from tether.a2a.streams import StreamProjections, parse_after
 from tether.a2a.tasks import EncodedTasks
+from tether.a2a.v0_3.params import (
+    DeletePushParams,
+    GetPushParams,
+    SetPushParams,
+    TaskIdParams,
+    TaskQueryParams,
+    parse_send_params,
+)
 from tether.a2a.versions import Version
 
 __all__ = ["Legacy"]
