@@ -31,7 +31,7 @@ from fastapi import APIRouter, FastAPI
 from tether import __version__, tracing
 from tether.a2a import routes as a2a_routes
 from tether.a2a.capabilities import a2a_capabilities
-from tether.a2a.endpoint import RpcEndpoint
+from tether.a2a.endpoint import A2AEndpoint
 from tether.a2a.files import FileLimits
 from tether.a2a.peer import OutboundCredentials, PeerClient, PushReceiver
 from tether.a2a.peer import router as handoff_router
@@ -194,7 +194,7 @@ def open_store_for(settings: Settings) -> Store:
     return store
 
 
-def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint:
+def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint:
     """The ASGI app: the A2A endpoint in front of the REST app, whose lifespan builds and runs the host.
 
     Start-up goes in the order below and shut-down in reverse, both owned by one exit
@@ -360,7 +360,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> RpcEndpoint
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(MajorSelection)  # outermost: a 413 names its major too
     # in front of it all: A2A calls skip the REST stack; their bodies may carry files up to the A2A file limits
-    return RpcEndpoint(app, limit=FileLimits.of(settings).body_limit(settings.max_body_bytes))
+    return A2AEndpoint(app, limit=FileLimits.of(settings).body_limit(settings.max_body_bytes))
 
 
 def _pause_seam(settings: Settings) -> Callable[[], Awaitable[None]] | None:
@@ -403,7 +403,7 @@ class Server(uvicorn.Server):
     """
 
     def __init__(
-        self, config: uvicorn.Config, endpoint: RpcEndpoint, guard: LifespanGuard, *, long_lived: bool = True
+        self, config: uvicorn.Config, endpoint: A2AEndpoint, guard: LifespanGuard, *, long_lived: bool = True
     ) -> None:
         super().__init__(config)
         self.endpoint = endpoint
@@ -505,7 +505,7 @@ def make_server(
     return server, sock, settings
 
 
-def host_app(settings: Settings, lines: InfoLines | None = None) -> tuple[LifespanGuard, RpcEndpoint]:
+def host_app(settings: Settings, lines: InfoLines | None = None) -> tuple[LifespanGuard, A2AEndpoint]:
     """The whole ASGI app of a host, as any ASGI server would run it, and the A2A endpoint inside it.
 
     Outermost first: the lifespan guard (a failed start-up becomes one line), the probes

@@ -16,7 +16,7 @@ from a2a_wire import RPC, WORKFLOWS, error, get_task, message, post, result, rpc
 from harness import HostProcess, create_key
 from schemas import a2a_validator
 
-from tether.a2a.errors import TaskNotFound, rpc_error_from
+from tether.a2a.errors import TaskNotFound, a2a_error_from
 from tether.errors import NotFound
 
 #: each test checks that its refusals wrote nothing by listing every run: a host of its own each
@@ -161,7 +161,7 @@ def test_every_task_not_found_says_not_found(start_host) -> None:  # type: ignor
 def test_engine_not_found_errors_say_not_found_too() -> None:
     """The engine's own NotFound (a run gone, an interrupt gone meanwhile) reaches callers as -32001 too."""
     for engine_message in ("no run 'run_x'", "run run_x is not waiting at node 'gate'", "workflow 'w' not found"):
-        mapped = rpc_error_from(NotFound(engine_message))
+        mapped = a2a_error_from(NotFound(engine_message))
         assert isinstance(mapped, TaskNotFound) and "not found" in mapped.message and engine_message in mapped.message
 
 

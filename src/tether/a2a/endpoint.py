@@ -38,9 +38,9 @@ from tether.a2a.errors import VersionNotSupportedError
 from tether.a2a.generations import Generations
 from tether.a2a.service import A2AService
 from tether.a2a.surface import A2ASurface
-from tether.a2a.v0_3.methods import Legacy
+from tether.a2a.v0_3.methods import V03Codec
 from tether.a2a.v1_0 import http_json
-from tether.a2a.v1_0.methods import Current
+from tether.a2a.v1_0.methods import V10Codec
 from tether.a2a.versions import Version, VersionNotSupported, negotiate
 from tether.errors import TetherError
 from tether.exchange import note_principal
@@ -49,7 +49,7 @@ from tether.http.middleware import too_large_body
 from tether.ids import new_id
 from tether.types import Principal
 
-__all__ = ["RpcEndpoint"]
+__all__ = ["A2AEndpoint"]
 
 log = logging.getLogger("tether.a2a")
 
@@ -59,7 +59,7 @@ _REST_PREFIX = REST_PATH + "/"
 _RPC_PATHS = frozenset({RPC_PATH, RPC_PATH + "/"})
 
 
-class RpcEndpoint:
+class A2AEndpoint:
     """ASGI middleware: answers ``POST /v1/a2a`` and the 1.0 HTTP+JSON binding itself, passes the rest to ``app``.
 
     ``app`` is the REST app; its lifespan puts the A2A surface on ``app.state.a2a``.
@@ -171,10 +171,10 @@ class RpcEndpoint:
         """Each version's method table (made with the host, on the first call)."""
         if self._tables is None:
             service = A2AService(a2a)
-            legacy = Legacy(service)
-            current = Current(service, legacy.extended_card)
-            draft = Current(service, legacy.extended_card, Generations(a2a.store))
-            self._tables = {Version.V0_3: legacy.methods, Version.V1_0: current.methods, Version.V1_1: draft.methods}
+            v03 = V03Codec(service)
+            v10 = V10Codec(service, v03.extended_card)
+            draft = V10Codec(service, v03.extended_card, Generations(a2a.store))
+            self._tables = {Version.V0_3: v03.methods, Version.V1_0: v10.methods, Version.V1_1: draft.methods}
         return self._tables
 
 

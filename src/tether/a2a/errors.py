@@ -1,10 +1,10 @@
 """JSON-RPC 2.0 as A2A v0.3 uses it: the envelope, the error codes and the responses.
 
 Every way a request can be wrong maps to one small exception class here, and every
-``TetherError`` the engine raises maps to one of them in :func:`rpc_error_from`, so
+``TetherError`` the engine raises maps to one of them in :func:`a2a_error_from`, so
 the codes a client sees are decided in this module alone::
 
-    RpcError                      -32603  Internal error
+    A2AError                      -32603  Internal error
     ├── JSONParseError            -32700  the body is not JSON
     ├── InvalidRequest            -32600  not a single JSON-RPC request object
     ├── MethodNotFound            -32601
@@ -21,7 +21,7 @@ the codes a client sees are decided in this module alone::
 
 Each class also knows how A2A 1.0 names it: the ErrorInfo ``reason``, the HTTP status
 and the ``google.rpc`` status of the HTTP+JSON binding. 0.3 answers carry ``data`` as it
-is; 1.0 answers carry :meth:`RpcError.details`, the typed array 1.0 requires.
+is; 1.0 answers carry :meth:`A2AError.details`, the typed array 1.0 requires.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ __all__ = [
     "JSONParseError",
     "MethodNotFound",
     "PushNotificationNotSupported",
-    "RpcError",
+    "A2AError",
     "TaskNotCancelable",
     "TaskGenerationMismatch",
     "TaskNotFound",
@@ -51,7 +51,7 @@ __all__ = [
     "VersionNotSupportedError",
     "clip",
     "quote",
-    "rpc_error_from",
+    "a2a_error_from",
 ]
 
 
@@ -92,7 +92,7 @@ def _bounded(data: Any) -> Any:
     return data
 
 
-class RpcError(Exception):
+class A2AError(Exception):
     """A JSON-RPC error answer: a fixed code, a message a person can act on, optional data.
 
     Message and data are bounded here, whoever built them, so no error answer can grow
@@ -157,11 +157,11 @@ class RpcError(Exception):
         }
 
 
-class InternalError(RpcError):
+class InternalError(A2AError):
     """The host failed; nothing the caller sent was wrong."""
 
 
-class JSONParseError(RpcError):
+class JSONParseError(A2AError):
     """The body is not JSON at all."""
 
     code = -32700
@@ -171,7 +171,7 @@ class JSONParseError(RpcError):
     rpc_status = "INVALID_ARGUMENT"
 
 
-class InvalidRequest(RpcError):
+class InvalidRequest(A2AError):
     """JSON, but not one JSON-RPC 2.0 request object (batches included)."""
 
     code = -32600
@@ -181,7 +181,7 @@ class InvalidRequest(RpcError):
     rpc_status = "INVALID_ARGUMENT"
 
 
-class MethodNotFound(RpcError):
+class MethodNotFound(A2AError):
     """A method this agent does not have."""
 
     code = -32601
@@ -191,7 +191,7 @@ class MethodNotFound(RpcError):
     rpc_status = "NOT_FOUND"
 
 
-class InvalidParams(RpcError):
+class InvalidParams(A2AError):
     """The method exists but its params are wrong; ``data`` names the fields."""
 
     code = -32602
@@ -212,7 +212,7 @@ class FileTooLarge(InvalidParams):
     http_status = 413
 
 
-class TaskNotFound(RpcError):
+class TaskNotFound(A2AError):
     """No task with that id is visible to the caller."""
 
     code = -32001
@@ -222,7 +222,7 @@ class TaskNotFound(RpcError):
     rpc_status = "NOT_FOUND"
 
 
-class TaskNotCancelable(RpcError):
+class TaskNotCancelable(A2AError):
     """The task already ended."""
 
     code = -32002
@@ -232,7 +232,7 @@ class TaskNotCancelable(RpcError):
     rpc_status = "FAILED_PRECONDITION"
 
 
-class PushNotificationNotSupported(RpcError):
+class PushNotificationNotSupported(A2AError):
     """Push configs are asked for, and this host does not deliver pushes."""
 
     code = -32003
@@ -242,7 +242,7 @@ class PushNotificationNotSupported(RpcError):
     rpc_status = "FAILED_PRECONDITION"
 
 
-class UnsupportedOperation(RpcError):
+class UnsupportedOperation(A2AError):
     """The operation exists but cannot apply here (a terminal task, a task waiting for nothing)."""
 
     code = -32004
@@ -252,7 +252,7 @@ class UnsupportedOperation(RpcError):
     rpc_status = "FAILED_PRECONDITION"
 
 
-class ContentTypeNotSupported(RpcError):
+class ContentTypeNotSupported(A2AError):
     """A part or an output mode this agent cannot handle."""
 
     code = -32005
@@ -262,7 +262,7 @@ class ContentTypeNotSupported(RpcError):
     rpc_status = "INVALID_ARGUMENT"
 
 
-class ExtendedCardNotConfigured(RpcError):
+class ExtendedCardNotConfigured(A2AError):
     """There is no authenticated extended card; the public one is complete."""
 
     code = -32007
@@ -272,7 +272,7 @@ class ExtendedCardNotConfigured(RpcError):
     rpc_status = "FAILED_PRECONDITION"
 
 
-class VersionNotSupportedError(RpcError):
+class VersionNotSupportedError(A2AError):
     """The request's ``A2A-Version`` is not one this host serves; ``data`` lists the served ones."""
 
     code = -32009
@@ -282,7 +282,7 @@ class VersionNotSupportedError(RpcError):
     rpc_status = "FAILED_PRECONDITION"
 
 
-class TaskGenerationMismatch(RpcError):
+class TaskGenerationMismatch(A2AError):
     """(A2A 1.1 draft) a follow-up's ``ifGenerationMatch`` is not the task's generation any more."""
 
     code = -32010
@@ -292,7 +292,7 @@ class TaskGenerationMismatch(RpcError):
     rpc_status = "ABORTED"
 
 
-def rpc_error_from(exc: TetherError) -> RpcError:
+def a2a_error_from(exc: TetherError) -> A2AError:
     """The JSON-RPC error for a domain error the engine or store raised.
 
     Invalid input (a resume value outside the gate's vocabulary, missing workflow

@@ -23,17 +23,17 @@ from starlette.responses import Response
 
 from tether.a2a.calls import Call, Methods, Stream, needs_key
 from tether.a2a.errors import (
+    A2AError,
     ContentTypeNotSupported,
     InternalError,
     InvalidParams,
     InvalidRequest,
     JSONParseError,
     MethodNotFound,
-    RpcError,
     UnsupportedOperation,
     VersionNotSupportedError,
+    a2a_error_from,
     quote,
-    rpc_error_from,
 )
 from tether.a2a.streams import Framing, error_stream, sse
 from tether.a2a.surface import A2ASurface
@@ -64,7 +64,7 @@ log = logging.getLogger("tether.a2a")
 class Rejected(Exception):
     """A request answered with an error before any method ran (carries the id to echo)."""
 
-    def __init__(self, request_id: RequestId, error: RpcError) -> None:
+    def __init__(self, request_id: RequestId, error: A2AError) -> None:
         super().__init__(error.message)
         self.request_id = request_id
         self.error = error
@@ -91,7 +91,7 @@ def parse_request(
     body: bytes,
     methods: Collection[str],
     check_params: ParamsCheck | None = None,
-    foreign: Callable[[str], RpcError | None] | None = None,
+    foreign: Callable[[str], A2AError | None] | None = None,
 ) -> RpcRequest:
     """Decode one JSON-RPC request for one of ``methods``.
 
@@ -144,7 +144,7 @@ def parse_request(
         if check_params is not None:
             try:
                 check_params(method, params)
-            except RpcError as error:
+            except A2AError as error:
                 raise Rejected(None, error) from error
         refused = "A2A requests need an id (a string or an integer); notifications are not accepted"
         raise Rejected(None, InvalidRequest(refused))
@@ -157,7 +157,7 @@ def result_body(request_id: RequestId, result: Any) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
-def error_body(request_id: RequestId, error: RpcError, *, legacy: bool = True) -> bytes:
+def error_body(request_id: RequestId, error: A2AError, *, legacy: bool = True) -> bytes:
     """An error response: ``data`` as it is for 0.3 (``legacy``), the typed details array for 1.0."""
     body = error.to_json() if legacy else error.to_json_v10()
     return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": body})
@@ -228,10 +228,10 @@ async def answer(
         if method.streaming and not a2a.capabilities.streaming:
             raise UnsupportedOperation(f"{call.method} is not served: this agent's capabilities.streaming is false")
         outcome = await method.run(Call(principal, call.params, version, last_event_id))
-    except RpcError as error:
+    except A2AError as error:
         return _refusal(call.id, method.streaming, legacy, error)
     except TetherError as exc:
-        return _refusal(call.id, method.streaming, legacy, rpc_error_from(exc))
+        return _refusal(call.id, method.streaming, legacy, a2a_error_from(exc))
     except Exception:
         correlation = new_id("err_")
         log.exception("A2A %s failed [%s]", call.method, correlation)
@@ -248,7 +248,7 @@ def _check(methods: Methods, name: str, params: dict[str, Any]) -> None:
         check(params)
 
 
-def _foreign(version: Version, name: str, tables: dict[Version, Methods]) -> RpcError | None:
+def _foreign(version: Version, name: str, tables: dict[Version, Methods]) -> A2AError | None:
     """The refusal of a method of the other version (None: a method of neither)."""
     if version.is_legacy and name in tables[Version.V1_0]:
         return VersionNotSupportedError(
@@ -293,7 +293,7 @@ def _media_refusal(body: bytes, content_type: str | None) -> bytes:
     return error_body(request_id_of(body), error, legacy=False)
 
 
-def _refusal(request_id: RequestId, streaming: bool, legacy: bool, error: RpcError) -> bytes | AsyncIterator[bytes]:
+def _refusal(request_id: RequestId, streaming: bool, legacy: bool, error: A2AError) -> bytes | AsyncIterator[bytes]:
     """An error answer; a 0.3 stream method gets it as its one SSE event (what 0.3 clients read),
     a 1.0 one as a plain JSON-RPC error (a2a-v1.0-wire §1.2)."""
     if streaming and legacy:

@@ -10,7 +10,7 @@ results leave as rows and canonical dicts that each codec renders in its own ver
 message's file bytes become blobs here, within the operator's limits, before anything is
 written; the task keeps references, which renderings turn back into bytes (``self.files``).
 Domain errors (``TetherError``) propagate: the endpoints turn them into wire errors in
-one place, :func:`tether.a2a.jsonrpc.rpc_error_from`.
+one place, :func:`tether.a2a.jsonrpc.a2a_error_from`.
 """
 
 from __future__ import annotations

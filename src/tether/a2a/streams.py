@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from tether.a2a.errors import InternalError, InvalidParams, RpcError, rpc_error_from
+from tether.a2a.errors import A2AError, InternalError, InvalidParams, a2a_error_from
 from tether.a2a.files import FileBytes, has_files
 from tether.a2a.generations import Generations, fold
 from tether.a2a.projection import (
@@ -306,7 +306,7 @@ class Framing:
     """How one binding writes a frame's ``data:`` and a mid-stream error's."""
 
     data: Callable[[dict[str, Any] | orjson.Fragment], bytes]
-    error: Callable[[RpcError], bytes]
+    error: Callable[[A2AError], bytes]
 
 
 def _frame_bytes(framing: Framing, payload: dict[str, Any] | orjson.Fragment | None, sequence: int | None) -> bytes:
@@ -324,16 +324,16 @@ async def sse(framing: Framing, batches: AsyncIterator[list[Frame]]) -> AsyncIte
     try:
         async for frames in batches:
             yield b"".join([_frame_bytes(framing, payload, sequence) for payload, sequence in frames])
-    except RpcError as exc:
+    except A2AError as exc:
         yield b"data: " + framing.error(exc) + b"\n\n"
     except TetherError as exc:
-        yield b"data: " + framing.error(rpc_error_from(exc)) + b"\n\n"
+        yield b"data: " + framing.error(a2a_error_from(exc)) + b"\n\n"
     except Exception:
         correlation = new_id("err_")
         log.exception("A2A stream failed [%s]", correlation)
         yield b"data: " + framing.error(InternalError(f"the stream failed (correlation id {correlation})")) + b"\n\n"
 
 
-async def error_stream(framing: Framing, error: RpcError) -> AsyncIterator[bytes]:
+async def error_stream(framing: Framing, error: A2AError) -> AsyncIterator[bytes]:
     """A stream method refused before it began: one error event, as v0.3 clients expect."""
     yield b"data: " + framing.error(error) + b"\n\n"

@@ -27,7 +27,7 @@ from tether.a2a.v0_3.params import (
 )
 from tether.a2a.versions import Version
 
-__all__ = ["Legacy"]
+__all__ = ["V03Codec"]
 
 VERSION = Version.V0_3.value
 
@@ -58,7 +58,7 @@ def _const(scope: str | None) -> Any:
     return lambda _params: scope
 
 
-class Legacy:
+class V03Codec:
     """The 0.3 methods of one host (it keeps the 0.3 encodings of tasks and stream events)."""
 
     def __init__(self, service: A2AService) -> None:

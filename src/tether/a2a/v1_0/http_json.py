@@ -4,7 +4,7 @@ Each route is one of the 1.0 methods of :mod:`tether.a2a.rpc10`: the path, query
 become that method's ProtoJSON params, and its answer is sent bare (no JSON-RPC envelope)
 as ``application/a2a+json``; streams are server-sent events whose ``data:`` is a bare
 ``StreamResponse``. Errors are ``google.rpc.Status``-shaped bodies with the 1.0 status
-table (:meth:`tether.a2a.jsonrpc.RpcError.status_body`), as ``application/json``
+table (:meth:`tether.a2a.jsonrpc.A2AError.status_body`), as ``application/json``
 (:data:`ERROR_MEDIA_TYPE`). Every route also answers under a ``/{tenant}`` prefix, whose
 value becomes the request's ``tenant``, and with a trailing slash, as clients that join
 paths onto a base URL send it.
@@ -25,15 +25,15 @@ from tether.a2a._asgi import Head, send_stream, send_whole
 from tether.a2a.calls import Call, Methods, Stream, needs_key
 from tether.a2a.capabilities import REST_PATH
 from tether.a2a.errors import (
+    A2AError,
     ContentTypeNotSupported,
     InternalError,
     InvalidParams,
     InvalidRequest,
     JSONParseError,
     MethodNotFound,
-    RpcError,
+    a2a_error_from,
     quote,
-    rpc_error_from,
 )
 from tether.a2a.streams import Framing, sse
 from tether.a2a.versions import Version
@@ -118,7 +118,7 @@ class Routed:
     tenant: str | None
 
 
-class NotAllowed(RpcError):
+class NotAllowed(A2AError):
     """The path exists, not for this verb (HTTP 405, ``Allow`` lists the verbs served)."""
 
     code = -32601
@@ -247,7 +247,7 @@ def params_of(routed: Routed, query: bytes, body: bytes, content_type: str | Non
     return params
 
 
-def status_error(error: RpcError) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+def status_error(error: A2AError) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
     """An error as this binding answers it: status, ``google.rpc.Status`` body, headers (its content type first)."""
     headers = [_ERROR_TYPE]
     if isinstance(error, NotAllowed):
@@ -268,7 +268,7 @@ def auth_error(status: int, message: str) -> bytes:
 _FRAMING = Framing(data=orjson.dumps, error=lambda exc: orjson.dumps(exc.status_body()))
 
 
-async def send_error(send: Send, trace: bytes | None, error: RpcError, *extra: tuple[bytes, bytes]) -> None:
+async def send_error(send: Send, trace: bytes | None, error: A2AError, *extra: tuple[bytes, bytes]) -> None:
     """An error answer of this binding, ``extra`` headers after its own."""
     status, answer, headers = status_error(error)
     await send_whole(send, trace, status, answer, extra=[*headers, *extra])
@@ -305,14 +305,14 @@ async def serve(
         if needed is not None and not principal.can(needed):
             raise Forbidden(f"this API key lacks the scope {needed!r} that {routed.route.method} needs")
         outcome = await method.run(Call(principal, params, version, head.last_event_id))
-    except RpcError as error:
+    except A2AError as error:
         await send_error(send, head.trace, error, stamp)
         return
     except TetherError as exc:
         if exc.status in (401, 403):
             await auth_refusal(send, head.trace, exc, stamp)
             return
-        await send_error(send, head.trace, rpc_error_from(exc), stamp)
+        await send_error(send, head.trace, a2a_error_from(exc), stamp)
         return
     except Exception:
         correlation = new_id("err_")

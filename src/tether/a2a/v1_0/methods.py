@@ -19,8 +19,8 @@ from typing import Any
 from tether.a2a.calls import Call, Method, Methods, Stream, message_scope
 from tether.a2a.card import strict_v10
 from tether.a2a.errors import (
+    A2AError,
     InvalidParams,
-    RpcError,
     TaskGenerationMismatch,
     TaskNotFound,
     UnsupportedOperation,
@@ -37,7 +37,7 @@ from tether.a2a.v1_0 import protojson
 from tether.a2a.versions import Version
 from tether.store.base import PushConfigRow, RunRow
 
-__all__ = ["Current", "push_view"]
+__all__ = ["V10Codec", "push_view"]
 
 VERSION = Version.V1_0.value
 #: the longest a 1.1 ``GetTask`` with ``currentGeneration`` holds its answer
@@ -103,7 +103,7 @@ def _states_named(run: Callable[[Call], Awaitable[Any]]) -> Callable[[Call], Awa
     async def named(call: Call) -> Any:
         try:
             return await run(call)
-        except RpcError as error:
+        except A2AError as error:
             if isinstance(error.data, dict) and error.data.get("state") in protojson.STATE_NAMES:
                 error.data = {**error.data, "state": protojson.STATE_NAMES[error.data["state"]]}
             raise
@@ -111,7 +111,7 @@ def _states_named(run: Callable[[Call], Awaitable[Any]]) -> Callable[[Call], Awa
     return named
 
 
-class Current:
+class V10Codec:
     """The 1.0 methods of one host (it keeps the 1.0 encodings of tasks and stream events).
 
     With ``generations``, the same methods speak 1.1, the dev-1.1 draft: every Task and
