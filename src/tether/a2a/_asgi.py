@@ -55,7 +55,7 @@ async def read_body(receive: Receive, limit: int) -> bytes:
 
 @dataclass(slots=True)
 class Head:
-    """What the A2A endpoints read of a request's headers."""
+    """What the A2A bindings read of a request's headers."""
 
     authorization: str | None = None
     version: str | None = None

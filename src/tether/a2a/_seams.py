@@ -5,6 +5,8 @@ be, so the suite can read its durable record. ``push-config`` checks a push URL 
 the egress guard *before* it looks the task up, as the suite's SSRF legs require
 (a refusal is a 400, never a 404). The read seam, ``GET …/tasks/{taskId}``, is not a
 test seam: it is always served, beside ``/v1/a2a/tasks/{taskId}``.
+
+Private to the package: the host mounts them through :func:`tether.a2a.routes.seams_router`.
 """
 
 from __future__ import annotations

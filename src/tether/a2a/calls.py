@@ -1,9 +1,10 @@
-"""What a method of either A2A version is, to the endpoints that dispatch to it.
+"""What a method of either A2A version is, to the bindings that dispatch to it, and who may call it.
 
-A version's codec is a table of :class:`Method` by wire name. The JSON-RPC endpoint and
-the HTTP+JSON routes look a method up, check the caller's scope, and run it; the
-method parses its params in its version's shapes, asks the version-neutral
-:class:`~tether.a2a.service.A2AService`, and renders the answer in its version.
+A version's codec is a table of :class:`Method` by wire name. The JSON-RPC binding and
+the HTTP+JSON routes look a method up, check the caller's key (:func:`needs_key`) and
+scope, and run it; the method parses its params in its version's shapes, asks the
+version-neutral :class:`~tether.a2a.service.A2AService`, and renders the answer in its
+version. A keyless caller of a public agent is :func:`anonymous`.
 """
 
 from __future__ import annotations

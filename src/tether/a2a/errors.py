@@ -1,8 +1,10 @@
-"""JSON-RPC 2.0 as A2A v0.3 uses it: the envelope, the error codes and the responses.
+"""The A2A errors: every way an A2A request can be refused, for every version and binding.
 
-Every way a request can be wrong maps to one small exception class here, and every
-``TetherError`` the engine raises maps to one of them in :func:`a2a_error_from`, so
-the codes a client sees are decided in this module alone::
+The service and the codecs raise these, never a wire's shapes; every ``TetherError`` the
+engine raises maps to one of them in :func:`a2a_error_from`, so what a client is told is
+decided here alone. A2A defines each error once, with what each binding calls it, and so
+does each class: its JSON-RPC code (the same in 0.3 and 1.0), and for 1.0 the ErrorInfo
+``reason``, the HTTP status and the ``google.rpc`` status of the HTTP+JSON binding::
 
     A2AError                      -32603  Internal error
     ├── JSONParseError            -32700  the body is not JSON
@@ -19,9 +21,11 @@ the codes a client sees are decided in this module alone::
     ├── VersionNotSupportedError  -32009  an ``A2A-Version`` this host does not serve
     └── TaskGenerationMismatch    -32010  (1.1 draft) ``ifGenerationMatch`` no longer matches
 
-Each class also knows how A2A 1.0 names it: the ErrorInfo ``reason``, the HTTP status
-and the ``google.rpc`` status of the HTTP+JSON binding. 0.3 answers carry ``data`` as it
-is; 1.0 answers carry :meth:`A2AError.details`, the typed array 1.0 requires.
+The bindings write the envelopes (:mod:`tether.a2a.jsonrpc`, :mod:`tether.a2a.v1_0.http_json`,
+which adds the refusals only HTTP has): a 0.3 error carries ``data`` as it is
+(:meth:`A2AError.to_json`), a 1.0 one :meth:`A2AError.details`, the typed array 1.0
+requires. Every quote of a caller's value in a message is clipped (:func:`clip`,
+:func:`quote`), so no error grows with what the caller sent.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-#: checks a method's params (raising InvalidParams); given by the handlers, which own the params models
+#: checks a method's params (raising InvalidParams); given by the codecs, which own the params models
 ParamsCheck = Callable[[str, dict[str, Any]], None]
 
 

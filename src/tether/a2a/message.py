@@ -1,11 +1,13 @@
-"""The params of each A2A method, checked strictly, and what a message's parts mean.
+"""The canonical A2A message (0.3's shape), checked strictly, and what its parts mean to a run.
 
-Models follow the v0.3 JSON schema (``kind`` discriminators included) with strict
-types, so ``"5"`` is not a history length and ``"true"`` is not ``blocking``. Fields
-the host does not use are ignored. A failed check becomes InvalidParams whose message
-names the first bad field by its path (``params.message.parts.0.text``); what it quotes
-of the caller's input is clipped (:func:`tether.a2a.jsonrpc.clip`). Task ids and push
-config ids are at most :data:`ID_MAX` characters, as REST's run ids are.
+Tether keeps every message in one shape, the v0.3 JSON schema's (``kind`` discriminators
+included): 0.3 requests arrive in it, 1.0 requests are translated into it
+(:mod:`tether.a2a.v1_0.protojson`). Models have strict types, so ``"5"`` is not a number
+and ``"true"`` is not a flag; fields the host does not use are ignored. A failed check
+(:func:`parse_params`) becomes InvalidParams whose message names the first bad field by
+its path (``params.message.parts.0.text``); what it quotes of the caller's input is
+clipped (:func:`tether.a2a.errors.clip`). Task ids and push config ids are at most
+:data:`ID_MAX` characters, as REST's run ids are.
 
 A file part is checked here for its shape only (bytes or a URI, never both); its bytes are
 decoded, bounded and stored as a blob by :mod:`tether.a2a.files`. A ``blob`` reference a

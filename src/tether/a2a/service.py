@@ -9,8 +9,9 @@ Requests arrive already parsed into the canonical shapes of :mod:`tether.a2a.mes
 results leave as rows and canonical dicts that each codec renders in its own version. A
 message's file bytes become blobs here, within the operator's limits, before anything is
 written; the task keeps references, which renderings turn back into bytes (``self.files``).
-Domain errors (``TetherError``) propagate: the endpoints turn them into wire errors in
-one place, :func:`tether.a2a.jsonrpc.a2a_error_from`.
+Refusals are the A2A errors of :mod:`tether.a2a.errors`, never a wire's; domain errors
+(``TetherError``) propagate, and the bindings turn them into A2A errors in one place,
+:func:`tether.a2a.errors.a2a_error_from`.
 """
 
 from __future__ import annotations

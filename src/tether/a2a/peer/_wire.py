@@ -1,7 +1,7 @@
 """The two wires a peer speaks, as the hand-off client writes and reads them.
 
-Messages are built in the canonical (0.3) shape and rendered for 1.0 by the codec the
-server side uses (``tether.a2a.v10``); a peer's Task is read back into the canonical
+Messages are built in the canonical (0.3) shape and rendered for 1.0 by the ProtoJSON the
+server side uses (:mod:`tether.a2a.v1_0.protojson`); a peer's Task is read back into the canonical
 shape, then into the engine's ``PeerTask``. Nothing the peer says is trusted: only the
 state, text, artifacts, the status message's files and an OpenWOP interrupt carrier are
 kept, and sizes are bounded (files by ``_files``, within this host's file limits).

@@ -1,10 +1,10 @@
 """The A2A 1.0 HTTP+JSON binding (a2a-v1.0-wire §4), under ``/v1/a2a/rest``.
 
-Each route is one of the 1.0 methods of :mod:`tether.a2a.rpc10`: the path, query and body
+Each route is one of the 1.0 methods of :mod:`tether.a2a.v1_0.methods`: the path, query and body
 become that method's ProtoJSON params, and its answer is sent bare (no JSON-RPC envelope)
 as ``application/a2a+json``; streams are server-sent events whose ``data:`` is a bare
 ``StreamResponse``. Errors are ``google.rpc.Status``-shaped bodies with the 1.0 status
-table (:meth:`tether.a2a.jsonrpc.A2AError.status_body`), as ``application/json``
+table (:meth:`tether.a2a.errors.A2AError.status_body`), as ``application/json``
 (:data:`ERROR_MEDIA_TYPE`). Every route also answers under a ``/{tenant}`` prefix, whose
 value becomes the request's ``tenant``, and with a trailing slash, as clients that join
 paths onto a base URL send it.

@@ -1,8 +1,10 @@
-"""The A2A 1.0 codec: the PascalCase methods, in ProtoJSON (a2a-v1.0-wire §3).
+"""The A2A 1.0 codec: the PascalCase methods, in ProtoJSON (a2a-v1.0-wire §3), and the 1.1 draft's generations.
 
-Each method parses its ProtoJSON request (:mod:`tether.a2a.v10`), asks the service, and
-renders the answer. The HTTP+JSON binding (:mod:`tether.a2a.rest10`) maps its routes onto
-these same methods, so both 1.0 bindings share every rule.
+Each method parses its ProtoJSON request (:mod:`tether.a2a.v1_0.protojson`), asks the
+service, and renders the answer. Both 1.0 bindings call these same methods, JSON-RPC
+(:mod:`tether.a2a.jsonrpc`) by name and HTTP+JSON (:mod:`tether.a2a.v1_0.http_json`) by
+route, so they share every rule. Given the task generations, the same codec serves the
+A2A 1.1 draft (``A2A-Version: 1.1``, where it is served).
 
 ``tenant`` is accepted on every request: Tether's tenant is the caller's key's, so an
 empty tenant or the key's own is served, and any other is refused (a task lookup as

@@ -1,4 +1,4 @@
-"""The A2A 1.0 codec: ProtoJSON in, canonical shapes to the service, canonical shapes out as ProtoJSON.
+"""A2A 1.0's ProtoJSON, both ways: requests into the canonical shapes the service takes, answers out of them.
 
 Tether keeps every A2A object in one canonical form, the v0.3 JSON shape: it is what the
 store holds as task history and what :mod:`tether.a2a.projection` builds (a file's bytes
