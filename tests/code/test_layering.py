@@ -2,8 +2,9 @@
 
 ``[tool.importlinter]`` in ``pyproject.toml`` states the layers (dependencies point
 inward; the A2A and REST surfaces never import each other; nothing imports the CLI; the
-engine speaks no HTTP and no SQL) and import-linter checks them against the real import
-graph. One rule import-linter has no contract for is checked here: no module imports
+engine speaks no HTTP and no SQL; the two A2A generations know nothing of each other, and
+the version-neutral A2A core nothing of them or of the wire) and import-linter checks them
+against the real import graph. One rule import-linter has no contract for is checked here: no module imports
 another package's ``_private`` module.
 """
 
