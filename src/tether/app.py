@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -268,7 +268,9 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
                     limits=FileLimits.of(settings),
                     credentials=OutboundCredentials(store, egress.box),
                 ),
-                handoffs=HandoffSettings(poll_max=settings.handoff_poll_max_seconds, after_send=_pause_seam(settings)),
+                handoffs=HandoffSettings(
+                    poll_max=settings.handoff_poll_max_seconds, after_send=a2a_routes.handoff_pause(settings)
+                ),
                 handlers=node_types(settings),
             )
             app.state.handoff_pushes = PushReceiver(key, engine.handoff_pushed)
@@ -361,20 +363,6 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
     app.add_middleware(MajorSelection)  # outermost: a 413 names its major too
     # in front of it all: A2A calls skip the REST stack; their bodies may carry files up to the A2A file limits
     return A2AEndpoint(app, limit=FileLimits.of(settings).body_limit(settings.max_body_bytes))
-
-
-def _pause_seam(settings: Settings) -> Callable[[], Awaitable[None]] | None:
-    """Test seam: with ``TETHER_TEST_HANDOFF_PAUSE_FILE`` (and the seams on), a hand-off stops between its
-    send and its record, after touching that file, so that a test can kill the host exactly there."""
-    marker = os.environ.get("TETHER_TEST_HANDOFF_PAUSE_FILE")
-    if not settings.enable_test_seams or not marker:
-        return None
-
-    async def pause() -> None:
-        Path(marker).touch()
-        await asyncio.Event().wait()  # until the test kills the host
-
-    return pause
 
 
 def tune_collector() -> None:

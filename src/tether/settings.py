@@ -39,6 +39,7 @@ class Settings:
     tls_keyfile: Path | None = None
     handoff_poll_max_seconds: float = 30.0  # the longest a hand-off waits between reads of its peer task
     a2a_conformance_peer_url: str | None = None  # test seams: the peer conformance hand-off nodes call
+    test_handoff_pause_file: Path | None = None  # test seams: a hand-off touches it after its send, then waits
     metrics_port: int | None = None  # serve /metrics on this port only, not beside the API (0: any free port)
     drain_seconds: float = 0.0  # on SIGTERM: /readyz answers 503 this long before the host stops serving
     idle_timeout: int = 75  # an HTTP connection idle this long between requests is closed by the host

@@ -318,13 +318,11 @@ def test_blocked_push_follows_the_peers_stream(tmp_path: Path) -> None:
 # -- crashes ------------------------------------------------------------------------------------------
 
 
-def test_sigkill_a_between_send_and_record_makes_one_remote_task(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sigkill_a_between_send_and_record_makes_one_remote_task(tmp_path: Path) -> None:
     """A dies after B took the message and before A wrote it down: A sends again, B finds the same task."""
     marker = tmp_path / "sent"
-    monkeypatch.setenv("TETHER_TEST_HANDOFF_PAUSE_FILE", str(marker))
-    hosts = Pair(tmp_path, _workflows, [_forger()], a_args=("--enable-test-seams",))
+    pause = f"--test-handoff-pause-file={marker}"
+    hosts = Pair(tmp_path, _workflows, [_forger()], a_args=("--enable-test-seams", pause))
     try:
         with hosts.a_http() as a:
             run_id = start(a, "hand-approval", {"prompt": "once only"})
@@ -333,7 +331,7 @@ def test_sigkill_a_between_send_and_record_makes_one_remote_task(
         with hosts.a_http() as a:
             assert "taskId" not in run(a, run_id)["nodeStates"]["peer"].get("handoff", {}), "paused before the record"
         hosts.a.kill()
-        monkeypatch.delenv("TETHER_TEST_HANDOFF_PAUSE_FILE")
+        hosts.a.args.remove(pause)  # restarted, A sends again and goes on
         hosts.a.start()
         with hosts.a_http() as a, hosts.b_http() as b:
             until_status(a, run_id, "waiting-approval")

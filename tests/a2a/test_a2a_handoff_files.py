@@ -167,15 +167,13 @@ def test_a_file_goes_to_the_peer_and_its_file_comes_back(pair: Pair, version: st
         assert_clean(b, b_task)
 
 
-def test_sigkill_a_between_send_and_record_sends_the_file_once(
-    tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sigkill_a_between_send_and_record_sends_the_file_once(tmp_path: Path, backend: str) -> None:
     """A dies after B took the message with its file and before A wrote B's task down: A sends again
     (the same messageId, the same bytes), B finds the task it made, and the file arrives once."""
     marker = tmp_path / "sent"
-    monkeypatch.setenv("TETHER_TEST_HANDOFF_PAUSE_FILE", str(marker))
+    pause = f"--test-handoff-pause-file={marker}"
     with ExitStack() as stack:
-        hosts = _pair(tmp_path, backend, stack, "--enable-test-seams")
+        hosts = _pair(tmp_path, backend, stack, "--enable-test-seams", pause)
         with hosts.a_http() as a:
             task_id = _ask(a, SKILLS["1.0"])
         wait_until(marker.exists, what="A to pause between its send and its record")
@@ -183,7 +181,7 @@ def test_sigkill_a_between_send_and_record_sends_the_file_once(
             assert "taskId" not in run(a, task_id)["nodeStates"]["peer"].get("handoff", {}), "paused before the record"
         [b_run] = b_runs(hosts)
         hosts.a.kill()
-        monkeypatch.delenv("TETHER_TEST_HANDOFF_PAUSE_FILE")
+        hosts.a.args.remove(pause)  # restarted, A sends again and goes on
         hosts.a.start()
         with hosts.a_http() as a, hosts.b_http() as b:
             done = wait_state(a, task_id, "completed", "failed", timeout=30)

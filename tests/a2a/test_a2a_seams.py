@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
+import click
 import httpx
 import pytest
 from a2a_wire import task_record
 from harness import Host
 from schemas import openwop_validator
+
+from tether.a2a.routes import handoff_pause
+from tether.cli.serve import serve_settings
+from tether.settings import Settings
 
 SEAMS = "/v1/host/sample/a2a/tasks"
 
@@ -73,3 +81,24 @@ def test_push_config_with_an_allowed_url_then_looks_the_task_up(http: httpx.Clie
     record = known.json()
     openwop_validator("a2a-task-state").validate(record)
     assert record["taskId"] == task_id and record["pushConfig"] == {"url": "https://93.184.215.14/push"}
+
+
+def test_the_hand_off_pause_is_a_test_seam(tmp_path: Path) -> None:
+    """``--test-handoff-pause-file`` needs the seams on; with them, a hand-off touches the file and waits there."""
+    marker = tmp_path / "sent"
+    with pytest.raises(click.UsageError, match="--enable-test-seams"):
+        serve_settings(["--test-handoff-pause-file", str(marker)])
+    assert handoff_pause(Settings(test_handoff_pause_file=marker)) is None, "seams off: no pause"
+    assert handoff_pause(Settings(enable_test_seams=True)) is None, "no file: no pause"
+    pause = handoff_pause(serve_settings(["--enable-test-seams", "--test-handoff-pause-file", str(marker)]))
+    assert pause is not None
+
+    async def paused() -> None:
+        waiting = asyncio.create_task(pause())
+        deadline = asyncio.get_running_loop().time() + 5
+        while not marker.exists() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        assert marker.exists() and not waiting.done(), "touched the file, and waits"
+        waiting.cancel()
+
+    asyncio.run(paused())

@@ -1,4 +1,4 @@
-"""Test seams for the OpenWOP conformance suite (``tether serve --enable-test-seams`` only).
+"""Test seams (``tether serve --enable-test-seams`` only): the conformance suite's routes, the hand-off's pause.
 
 ``start`` parks a real run at an approval gate, exactly as an A2A client's task would
 be, so the suite can read its durable record. ``push-config`` checks a push URL with
@@ -6,11 +6,17 @@ the egress guard *before* it looks the task up, as the suite's SSRF legs require
 (a refusal is a 400, never a 404). The read seam, ``GET …/tasks/{taskId}``, is not a
 test seam: it is always served, beside ``/v1/a2a/tasks/{taskId}``.
 
-Private to the package: the host mounts them through :func:`tether.a2a.routes.seams_router`.
+``handoff_pause`` (``--test-handoff-pause-file``) stops every hand-off between its send and
+its record, so that a crash test can kill the host exactly there.
+
+Private to the package: the host mounts them through :func:`tether.a2a.routes.seams_router`
+and takes the pause through :func:`tether.a2a.routes.handoff_pause`.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -26,9 +32,10 @@ from tether.errors import InvalidInput, NotFound
 from tether.http.requests import json_body, json_object, require
 from tether.http.responses import json_response
 from tether.ids import new_id
+from tether.settings import Settings
 from tether.types import Principal
 
-__all__ = ["SCENARIO_WORKFLOWS", "absent_router", "router"]
+__all__ = ["SCENARIO_WORKFLOWS", "absent_router", "handoff_pause", "router"]
 
 SEAMS = "/v1/host/sample/a2a/tasks"
 #: scenario → the bundled workflow that plays it and its inputs
@@ -111,3 +118,17 @@ async def push_config(request: Request, principal: Principal = Depends(require("
     row.token_fingerprint = fingerprint
     await a2a.store.put_push_config(row)
     return json_response(push_record(record.record, await a2a.store.list_push_configs(task_id)))
+
+
+def handoff_pause(settings: Settings) -> Callable[[], Awaitable[None]] | None:
+    """What a hand-off awaits between its send and its record: with the seams on and
+    ``--test-handoff-pause-file``, touch that file and wait until the test kills the host."""
+    marker = settings.test_handoff_pause_file
+    if not settings.enable_test_seams or marker is None:
+        return None
+
+    async def pause() -> None:
+        marker.touch()
+        await asyncio.Event().wait()  # until the test kills the host
+
+    return pause

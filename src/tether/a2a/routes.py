@@ -3,12 +3,14 @@
 ``POST /v1/a2a`` itself is :mod:`tether.a2a.endpoint`, served before this router; the
 OpenAPI document declares it from :data:`OPENAPI_PATHS`. The conformance test seams are
 private to the package (:mod:`tether.a2a._seams`); :func:`seams_router` is how the host
-mounts them, or the plain 404 that stands in for them when they are off.
+mounts them, or the plain 404 that stands in for them when they are off, and
+:func:`handoff_pause` how it takes the crash tests' pause between a hand-off's send and its record.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -24,9 +26,10 @@ from tether.errors import NotFound
 from tether.http.openapi import AUTHENTICATED, answer, refusals
 from tether.http.requests import require
 from tether.http.responses import json_response
+from tether.settings import Settings
 from tether.types import Principal
 
-__all__ = ["OPENAPI_PATHS", "router", "seams_router"]
+__all__ = ["OPENAPI_PATHS", "handoff_pause", "router", "seams_router"]
 
 router = APIRouter(tags=["a2a"])
 
@@ -147,3 +150,8 @@ async def get_task_state(
 def seams_router(enabled: bool) -> APIRouter:
     """The conformance test seams when ``enabled`` (``--enable-test-seams``), else a router that serves nothing."""
     return _seams.router if enabled else _seams.absent_router
+
+
+def handoff_pause(settings: Settings) -> Callable[[], Awaitable[None]] | None:
+    """The hand-off's pause between its send and its record, with the seams on and ``--test-handoff-pause-file``."""
+    return _seams.handoff_pause(settings)

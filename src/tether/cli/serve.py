@@ -197,6 +197,13 @@ def _tenant_option(ctx: click.Context, param: click.Parameter, value: str | None
     "core.a2a.invoke) call; only then is the fixture conformance-a2a-task-roundtrip runnable and advertised.",
 )
 @click.option(
+    "--test-handoff-pause-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    hidden=True,  # for the crash tests, never for operators
+    help="With --enable-test-seams: every hand-off touches this file after its send, then waits there forever "
+    "(before it records the peer's task), so that a test can kill the host exactly there.",
+)
+@click.option(
     "--metrics-port",
     type=click.IntRange(0, 65535),
     help="Serve /metrics on this port (same address, same TLS) and not on the API's port; 0 picks a free one.",
@@ -266,6 +273,8 @@ def _serve_settings(params: dict[str, Any]) -> Settings:
     """``Settings`` from the parsed ``serve`` options: each option is the field of the same name."""
     if (params.get("tls_certfile") is None) != (params.get("tls_keyfile") is None):
         raise click.UsageError("--tls-certfile and --tls-keyfile go together")
+    if params.get("test_handoff_pause_file") is not None and not params["enable_test_seams"]:
+        raise click.UsageError("--test-handoff-pause-file is a test seam: it needs --enable-test-seams")
     if params["host"] in _WILDCARDS and not params["public_url"]:
         raise click.UsageError(
             f"--host {params['host'] or '(all)'} serves callers on other machines, but the agent card and links "
