@@ -163,6 +163,42 @@ def test_a_job_the_writer_process_cannot_read_is_refused_alone(tmp_path: Path) -
         assert conn.execute("SELECT value FROM host_settings WHERE name = 'k'").fetchone() == ("v",)
 
 
+def _unsendable(conn: sqlite3.Connection, name: str) -> threading.Lock:
+    """A write done whose result cannot cross back to the host (a bug in a write)."""
+    _writes.claim_setting(conn, name, "written")
+    return threading.Lock()
+
+
+def test_a_write_whose_result_does_not_pickle_is_refused_alone(tmp_path: Path) -> None:
+    """A result that cannot be sent back comes back as StoreUnavailable naming why, for its job
+    alone; the batch's other jobs are answered, and the writer goes on."""
+    path = tmp_path / "tether.db"
+    with contextlib.closing(connect(path)) as conn:
+        apply_migrations(conn)
+    host, process = socket.socketpair()
+    serving = threading.Thread(target=_writer.serve, args=(process, path))
+    serving.start()
+    try:
+        host.settimeout(30)
+        jobs = [(1, (_unsendable, ("a",), None)), (2, (_writes.claim_setting, ("b", "v"), None))]
+        host.sendall(_writer._framed(_writer._jobs_message(jobs)))
+        size, answers = pickle.loads(_answer(host))
+        assert size == 2 and [(s, r) for s, r, _ in answers] == [(1, None), (2, "v")] and answers[1][2] is None
+        assert isinstance(answers[0][2], StoreUnavailable) and "could not be sent back" in str(answers[0][2])
+        host.sendall(_writer._framed(_writer._jobs_message([(3, (_writes.claim_setting, ("c", "w"), None))])))
+        assert pickle.loads(_answer(host)) == (1, [(3, "w", None)]), "the writer goes on"
+        host.sendall(_writer._framed(_writer._STOP))
+        serving.join(timeout=30)
+        assert not serving.is_alive(), "the writer loop did not end on STOP"
+    finally:
+        host.close()
+        serving.join(timeout=30)
+        process.close()
+    with contextlib.closing(connect(path)) as conn:
+        written = conn.execute("SELECT name, value FROM host_settings ORDER BY name").fetchall()
+    assert [row for row in written if row[0] in ("a", "b", "c")] == [("a", "written"), ("b", "v"), ("c", "w")]
+
+
 def _answer(sock: socket.socket) -> bytes:
     message = _writer._receive(sock)
     assert message is not None, "the writer loop closed the socket instead of answering"

@@ -380,7 +380,9 @@ def _read(message: bytes, jobs: list[tuple[int, Job]], refused: list[Answer]) ->
 
 def _answers_message(size: int, answers: list[Answer]) -> bytes:
     """A batch's size and outcomes, pickled. A refusal that would not come back whole on the
-    host's side (an exception that does not pickle) comes back as StoreUnavailable naming it."""
+    host's side (an exception that does not pickle) comes back as StoreUnavailable naming it;
+    so does a result that does not pickle, alone (its write is done; only the caller is told
+    otherwise), where it would otherwise have ended this process and every write after it."""
     checked = []
     for sequence, result, error in answers:
         if error is not None:
@@ -389,4 +391,17 @@ def _answers_message(size: int, answers: list[Answer]) -> bytes:
             except Exception:  # noqa: BLE001 - any reason: say what it was instead
                 error = StoreUnavailable(f"the write failed: {type(error).__name__}: {error}")
         checked.append((sequence, result, error))
-    return pickle.dumps((size, checked), protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        return pickle.dumps((size, checked), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - a result that does not pickle (a bug): refuse it alone
+        return pickle.dumps((size, [_sendable(answer) for answer in checked]), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _sendable(answer: Answer) -> Answer:
+    """``answer``, or StoreUnavailable in its place when its result does not pickle."""
+    sequence, result, _ = answer
+    try:
+        pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - any reason: say what it was instead
+        return sequence, None, StoreUnavailable(f"the write's result could not be sent back: {exc}")
+    return answer

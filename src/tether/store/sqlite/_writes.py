@@ -3,6 +3,13 @@
 A job reaches the writer process pickled (``_writer``), so each write is a function of this
 module, called there as ``write(conn, *args)``, never a closure. A refusal is raised here, as
 the caller will see it.
+
+That is all a new write needs to know of the writer process: the store calls
+``self._write(_writes.fn, *args)`` (or one of the generic writes below) and ``_writer`` names
+no write. Its arguments, result and refusal cross as pickles; one that does not pickle is
+refused alone, with StoreUnavailable saying why, and every other write goes on. (A refusal
+whose constructor takes more than a message needs a ``__reduce__`` to come back as itself,
+as ``IdempotencyClaimed`` has.)
 """
 
 from __future__ import annotations
