@@ -78,6 +78,8 @@ SERVERS: dict[str, Slot] = {
         Slot("bare-granian", "bare ASGI on granian (its ceiling)", "/", False, False, stack="granian"),
         # not durable: its commits are written nowhere (apps/storeless_host.py), the request path's own bound
         Slot("tether-storeless", "Tether, commits written nowhere (the request path's bound)", "/v1/a2a", True, False),
+        # SQLite's writer on a thread, not in a process of its own (apps/thread_writer_host.py)
+        Slot("tether-sqlite-thread", "Tether, SQLite (fsync'd), writer on a thread", "/v1/a2a", True, True, True),
     )
 }
 
@@ -495,6 +497,10 @@ def _pg_admin(url: str, *statements: str) -> None:
     asyncio.run(run())
 
 
+#: slots that run ``tether serve`` through a script that replaces one piece of it
+_WRAPPED = {"tether-storeless": "storeless_host.py", "tether-sqlite-thread": "thread_writer_host.py"}
+
+
 class Launcher:
     """Starts slots, each with a fresh store: a data directory, and for PostgreSQL a new database.
 
@@ -530,8 +536,8 @@ class Launcher:
             return tether_process(slot, self.workdir / f"{name}-{tag}", self.logs, *extra, **how)
         if name == "tether-sqlite-granian":
             return self.tether_on_granian(slot, tag, *extra, **how)
-        if name == "tether-storeless":
-            entry = (str(APPS / "storeless_host.py"),)
+        if name in _WRAPPED:
+            entry = (str(APPS / _WRAPPED[name]),)
             return tether_process(slot, self.workdir / f"{name}-{tag}", self.logs, *extra, entry=entry, **how)
         assert name == "tether-postgres"
         if _postgres_reachable(self.pg_admin):
