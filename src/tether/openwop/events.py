@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 
 import orjson
@@ -21,6 +21,7 @@ from tether.http.requests import require
 from tether.openwop.models import EventPage
 from tether.openwop.runs import RunId, load_run
 from tether.openwop.surface import RestSurface, rest_of
+from tether.store.base import EventRow, RunRow
 from tether.types import INT64_MAX, TERMINAL, Principal
 
 router = APIRouter(tags=["events"])
@@ -88,6 +89,35 @@ def parse_last_event_id(raw: str | None) -> int:
     return int(raw.strip(" "))
 
 
+async def wait_for_events(
+    rest: RestSurface,
+    row: RunRow,
+    reload: Callable[[], Awaitable[RunRow]],
+    after: int,
+    timeout: float,
+    limit: int,
+) -> tuple[RunRow, list[EventRow]]:
+    """A long poll's wait: up to ``limit`` events after ``after``, waiting up to ``timeout`` seconds for the first.
+
+    Answers the run as it was read *before* its events, never after: a terminal status then
+    means the events read hold the terminal one (a page read the other way round can pair
+    a terminal status with events read before the run ended).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    with rest.notifier.subscribe(row.run_id) as wake:
+        while True:
+            wake.clear()
+            events = await rest.store.read_events(row.run_id, after, limit)
+            if events or row.status in TERMINAL:
+                return row, events
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return row, events
+            await rest.notifier.wait(wake, remaining)
+            row = await reload()
+
+
 async def event_frames(rest: RestSurface, run_id: str, after: int, modes: frozenset[str]) -> AsyncIterator[bytes]:
     """SSE frames of the events after ``after``, live, until the terminal event."""
     follower = rest.logs.follow(run_id, after, rest.settings.keepalive_seconds)
@@ -151,21 +181,12 @@ async def poll_events(
     """Events after ``lastSequence``; waits up to ``timeout`` seconds for the first one."""
     after = -1 if lastSequence is None else lastSequence
     rest = rest_of(request)
-    row = await load_run(request, run_id, principal)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    with rest.notifier.subscribe(run_id) as wake:
-        while True:
-            wake.clear()
-            events = await rest.store.read_events(run_id, after, 1000)
-            if events or row.status in TERMINAL:
-                break
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            await rest.notifier.wait(wake, remaining)
-            row = await load_run(request, run_id, principal)
-    row = await load_run(request, run_id, principal)
+
+    async def reload() -> RunRow:
+        return await load_run(request, run_id, principal)
+
+    _, events = await wait_for_events(rest, await reload(), reload, after, timeout, 1000)
+    row = await reload()
     last = events[-1].sequence if events else max(after, -1)
     complete = row.status in TERMINAL and last >= row.last_sequence
     body = b'{"events":[%s],"isComplete":%s,"isTerminal":%s,"runStatus":"%s","lastEventSeq":%d}' % (

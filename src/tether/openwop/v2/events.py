@@ -11,7 +11,6 @@ after each step; ``bufferMs`` sends each read's events as one ``batch`` frame.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -23,13 +22,13 @@ from starlette.responses import Response, StreamingResponse
 from tether.errors import InvalidInput, UnsupportedStreamMode
 from tether.http.openapi import AUTHENTICATED, refusals
 from tether.http.requests import require
-from tether.openwop.events import TERMINAL_EVENTS, UPDATES
+from tether.openwop.events import TERMINAL_EVENTS, UPDATES, wait_for_events
 from tether.openwop.surface import RestSurface, rest_of
 from tether.openwop.v2.eventlog import CONTEXT_DEPTH, NEEDS_CONTEXT, Translator
 from tether.openwop.v2.ids import bind
 from tether.openwop.v2.runs import RunPath, load_run
 from tether.openwop.v2.snapshot import snapshot
-from tether.store.base import EventRow
+from tether.store.base import EventRow, RunRow
 from tether.types import INT64_MAX, TERMINAL, Principal
 
 __all__ = ["router"]
@@ -160,23 +159,11 @@ async def poll_events(
     """The events after ``afterSequence`` (exclusive); waits up to ``timeout`` seconds for the first one."""
     after = -1 if afterSequence is None else afterSequence
     rest = rest_of(request)
-    row = await load_run(request, run_id, principal)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    events: list[EventRow] = []
-    with rest.notifier.subscribe(row.run_id) as wake:
-        while True:
-            wake.clear()
-            # the run is read before its events, never after: a status that says terminal
-            # then means the log below already holds the terminal event
-            events = await rest.store.read_events(row.run_id, after, POLL_PAGE)
-            if events or row.status in TERMINAL:
-                break
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            await rest.notifier.wait(wake, remaining)
-            row = await load_run(request, run_id, principal)
+
+    async def reload() -> RunRow:
+        return await load_run(request, run_id, principal)
+
+    row, events = await wait_for_events(rest, await reload(), reload, after, timeout, POLL_PAGE)
     translator = await translator_for(rest, row.tenant, row.run_id, events[0] if events else None)
     body = {
         "runId": bind(row.tenant, row.run_id),
