@@ -95,12 +95,7 @@ async def create_run(
     if body.tenantId is not None and body.tenantId != principal.tenant:
         raise Forbidden("tenantId names a tenant this API key does not belong to")
     if body.callbackUrl is not None:
-        try:
-            await rest.guard.resolve_and_check(body.callbackUrl)
-        except InvalidInput as exc:
-            raise InvalidInput(
-                f"callbackUrl: {exc.message}", details={"field": "callbackUrl", **(exc.details or {})}
-            ) from exc
+        await rest.check_callback(body.callbackUrl)
     key = idempotency_key
     claim = None
     digest = _digest(raw)

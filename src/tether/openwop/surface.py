@@ -15,6 +15,7 @@ from tether.engine.follow import RunLogs
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
 from tether.engine.run_feed import RunFeed
+from tether.errors import InvalidInput
 from tether.openwop.tokens import TokenSigner
 from tether.secrets import SecretBox
 from tether.settings import Settings
@@ -45,6 +46,14 @@ class RestSurface:
     #: what the other surfaces add to discovery: their ``supportedTransports`` and root families
     transports: tuple[str, ...] = ()
     families: Mapping[str, Mapping[str, Any]] | None = None
+
+    async def check_callback(self, url: str) -> None:
+        """A run's ``callbackUrl`` through the egress guard before anything is stored; a refusal names the field."""
+        try:
+            await self.guard.resolve_and_check(url)
+        except InvalidInput as exc:
+            details = {"field": "callbackUrl", **(exc.details or {})}
+            raise InvalidInput(f"callbackUrl: {exc.message}", details=details) from exc
 
 
 def rest_of(request: Request) -> RestSurface:

@@ -129,12 +129,7 @@ async def create_run(
     if body.tenantId is not None and body.tenantId != principal.tenant:
         raise Forbidden("tenantId names a tenant this API key does not belong to", code="id_tenant_mismatch")
     if body.callbackUrl is not None:
-        try:
-            await rest.guard.resolve_and_check(body.callbackUrl)
-        except InvalidInput as exc:
-            raise InvalidInput(
-                f"callbackUrl: {exc.message}", details={"field": "callbackUrl", **(exc.details or {})}
-            ) from exc
+        await rest.check_callback(body.callbackUrl)
     digest = _digest(raw)
     if idempotency_key is not None:
         existing = await rest.store.get_idempotency(principal.tenant, CREATE_SCOPE, idempotency_key)
