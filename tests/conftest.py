@@ -5,7 +5,8 @@ on ``sys.path`` lets any test write ``from schemas import openwop_validator`` wh
 pytest's import mode. When collected tests use the official schemas, a hook checks once that
 they can be had (``schemas_source`` finds or downloads them) and stops the session otherwise.
 At the end of the session the PostgreSQL template that in-process hosts copy their
-databases from (``pg.migrated_database``) is dropped.
+databases from (``pg.migrated_database``) is dropped. Under pytest-xdist each worker is a
+session of its own, with its own template, temporary folders and databases.
 """
 
 from __future__ import annotations
