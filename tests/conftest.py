@@ -4,9 +4,11 @@ Test packages carry no ``__init__.py``, so ``tests/`` itself is not a package; p
 on ``sys.path`` lets any test write ``from schemas import openwop_validator`` whatever
 pytest's import mode. When collected tests use the official schemas, a hook checks once that
 they can be had (``schemas_source`` finds or downloads them) and stops the session otherwise.
-At the end of the session the PostgreSQL template that in-process hosts copy their
-databases from (``pg.migrated_database``) is dropped. Under pytest-xdist each worker is a
-session of its own, with its own template, temporary folders and databases.
+At collection, the tests that need no host and start nothing outside pytest are marked
+``fast`` (``tiers``): ``pytest -m fast`` is the inner loop. At the end of the session the
+PostgreSQL template that in-process hosts copy their databases from (``pg.migrated_database``)
+is dropped. Under pytest-xdist each worker is a session of its own, with its own template,
+temporary folders and databases.
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ if _TESTS_DIR not in sys.path:
 #: the host fixtures every end-to-end suite uses (``start_host``, ``backend``, ``shared_database`` …)
 #: and the HTTPS receiver of pushes and webhooks (``receiver``)
 pytest_plugins = ["backends", "receiver"]
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by it
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the inner-loop tier (``tiers.mark_fast``): the tests that need no host and start nothing outside pytest."""
+    from tiers import mark_fast
+
+    mark_fast(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
