@@ -93,7 +93,8 @@ def _environ(clone: Path, home: Path, mirror: Mirror) -> dict[str, str]:
 
 
 def _run_tests(clone: Path, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *INNER_TESTS]
+    # one session, no xdist workers: the tests count what that session downloads
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *INNER_TESTS]
     return subprocess.run(
         command, cwd=clone, env=environ, capture_output=True, text=True, timeout=INNER_TIMEOUT_SECONDS, check=False
     )
