@@ -13,6 +13,7 @@ temporary folders and databases.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -33,6 +34,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     from tiers import mark_fast
 
     mark_fast(items)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile Tether's sources once, so every process the suite starts loads bytecode instead of compiling.
+
+    Where ``PYTHONDONTWRITEBYTECODE`` is set (as on CI's machine), no import writes a ``.pyc``
+    for the editable install's ``src/``, and every ``tether serve``, ``tether`` command and
+    SQLite writer process would compile the modules it imports again: most of a second of CPU
+    per host process. ``compileall`` writes them regardless (git ignores ``__pycache__``) and
+    skips the ones already up to date. Only the controller does it, before xdist starts workers.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import compileall
+
+    import tether
+
+    compileall.compile_dir(Path(tether.__file__).parent, quiet=1)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
