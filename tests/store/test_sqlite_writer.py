@@ -18,6 +18,7 @@ import signal
 import socket
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -133,10 +134,12 @@ def test_a_host_killed_alone_takes_its_writer_process_with_it(tmp_path: Path) ->
         host.kill()
 
 
-def test_a_job_the_writer_process_cannot_read_is_refused_alone(tmp_path: Path) -> None:
-    """The writer process's loop, driven over a socket pair: an unreadable message's job is
-    answered with StoreUnavailable, and the next job is written as if nothing had happened."""
-    path = tmp_path / "tether.db"
+@contextlib.contextmanager
+def _writer_loop(path: Path) -> Iterator[socket.socket]:
+    """The writer process's loop on a migrated database at ``path``, served on a thread; yields the host's end.
+
+    The block ends the loop with STOP and checks that it ended.
+    """
     with contextlib.closing(connect(path)) as conn:
         apply_migrations(conn)
     host, process = socket.socketpair()
@@ -144,6 +147,21 @@ def test_a_job_the_writer_process_cannot_read_is_refused_alone(tmp_path: Path) -
     serving.start()
     try:
         host.settimeout(30)
+        yield host
+        host.sendall(_writer._framed(_writer._STOP))
+        serving.join(timeout=30)
+        assert not serving.is_alive(), "the writer loop did not end on STOP"
+    finally:
+        host.close()
+        serving.join(timeout=30)
+        process.close()
+
+
+def test_a_job_the_writer_process_cannot_read_is_refused_alone(tmp_path: Path) -> None:
+    """The writer process's loop, driven over a socket pair: an unreadable message's job is
+    answered with StoreUnavailable, and the next job is written as if nothing had happened."""
+    path = tmp_path / "tether.db"
+    with _writer_loop(path) as host:
         unreadable = (1).to_bytes(4, "little") + (7).to_bytes(8, "little") + b"not a pickle"
         host.sendall(_writer._framed(unreadable))
         size, answers = pickle.loads(_answer(host))
@@ -152,13 +170,6 @@ def test_a_job_the_writer_process_cannot_read_is_refused_alone(tmp_path: Path) -
 
         host.sendall(_writer._framed(_writer._jobs_message([(8, (_writes.claim_setting, ("k", "v"), None))])))
         assert pickle.loads(_answer(host)) == (1, [(8, "v", None)])
-        host.sendall(_writer._framed(_writer._STOP))
-        serving.join(timeout=30)
-        assert not serving.is_alive(), "the writer loop did not end on STOP"
-    finally:
-        host.close()
-        serving.join(timeout=30)
-        process.close()
     with contextlib.closing(connect(path)) as conn:
         assert conn.execute("SELECT value FROM host_settings WHERE name = 'k'").fetchone() == ("v",)
 
@@ -173,13 +184,7 @@ def test_a_write_whose_result_does_not_pickle_is_refused_alone(tmp_path: Path) -
     """A result that cannot be sent back comes back as StoreUnavailable naming why, for its job
     alone; the batch's other jobs are answered, and the writer goes on."""
     path = tmp_path / "tether.db"
-    with contextlib.closing(connect(path)) as conn:
-        apply_migrations(conn)
-    host, process = socket.socketpair()
-    serving = threading.Thread(target=_writer.serve, args=(process, path))
-    serving.start()
-    try:
-        host.settimeout(30)
+    with _writer_loop(path) as host:
         jobs = [(1, (_unsendable, ("a",), None)), (2, (_writes.claim_setting, ("b", "v"), None))]
         host.sendall(_writer._framed(_writer._jobs_message(jobs)))
         size, answers = pickle.loads(_answer(host))
@@ -187,13 +192,6 @@ def test_a_write_whose_result_does_not_pickle_is_refused_alone(tmp_path: Path) -
         assert isinstance(answers[0][2], StoreUnavailable) and "could not be sent back" in str(answers[0][2])
         host.sendall(_writer._framed(_writer._jobs_message([(3, (_writes.claim_setting, ("c", "w"), None))])))
         assert pickle.loads(_answer(host)) == (1, [(3, "w", None)]), "the writer goes on"
-        host.sendall(_writer._framed(_writer._STOP))
-        serving.join(timeout=30)
-        assert not serving.is_alive(), "the writer loop did not end on STOP"
-    finally:
-        host.close()
-        serving.join(timeout=30)
-        process.close()
     with contextlib.closing(connect(path)) as conn:
         written = conn.execute("SELECT name, value FROM host_settings ORDER BY name").fetchall()
     assert [row for row in written if row[0] in ("a", "b", "c")] == [("a", "written"), ("b", "v"), ("c", "w")]
