@@ -26,22 +26,12 @@ from tether.errors import StoreUnavailable
 from tether.store.sqlite import store
 from tether.store.sqlite._driver import connect
 from tether.store.sqlite._group import Job, write_batch
+from tether.store.sqlite._writer import _settle  # the same hand-back as the writer process's
 
 _MAX_BATCH = 512  # as the writer process's
 
 Queued = tuple[Job, "asyncio.Future[Any]", asyncio.AbstractEventLoop]
 Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
-
-
-def _settle(outcomes: list[Outcome]) -> None:
-    """Resolve the futures of one event loop, in that loop."""
-    for future, result, error in outcomes:
-        if future.done():
-            continue
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
 
 
 class ThreadWriter:

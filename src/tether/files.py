@@ -31,6 +31,7 @@ __all__ = [
     "Blob",
     "decode_base64",
     "digest_of",
+    "file_part",
     "file_parts",
     "stored_inline",
     "stored_part",
@@ -68,7 +69,16 @@ def stored_part(
     blob: Blob, name: str | None = None, mime_type: str | None = None, metadata: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The canonical part of a file whose bytes are ``blob``."""
-    file: dict[str, Any] = {"blob": blob.digest, "size": blob.size}
+    return file_part({"blob": blob.digest, "size": blob.size}, name, mime_type, metadata)
+
+
+def file_part(
+    file: dict[str, Any],
+    name: str | None = None,
+    mime_type: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A file part of the canonical shape around ``file`` (its ``blob``, ``uri`` or ``bytes``), named and typed."""
     if name:
         file["name"] = name
     if mime_type:

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from tether.a2a.files import FileLimits
 from tether.engine.handoff.peer import PeerFile, PeerRefused, PeerTask
-from tether.files import Blob, decode_base64, stored_part
+from tether.files import Blob, decode_base64, file_part, stored_part
 
 __all__ = ["inline_chars", "kept", "outbound"]
 
@@ -36,11 +36,7 @@ def outbound(file: PeerFile) -> dict[str, Any]:
         body = {"uri": file.uri}
     else:  # the follower reads every blob's bytes before the send
         raise ValueError(f"file {file.blob} was not read before the send")
-    if file.name:
-        body["name"] = file.name
-    if file.media_type:
-        body["mimeType"] = file.media_type
-    return {"kind": "file", "file": body}
+    return file_part(body, file.name, file.media_type)
 
 
 def _files_of(part: Any) -> dict[str, Any] | None:
@@ -97,15 +93,7 @@ class _Taker:
         uri = file.get("uri")
         if not isinstance(uri, str) or not uri:
             return None
-        body: dict[str, Any] = {"uri": uri}
-        if name:
-            body["name"] = name
-        if mime:
-            body["mimeType"] = mime
-        kept: dict[str, Any] = {"kind": "file", "file": body}
-        if metadata:
-            kept["metadata"] = metadata
-        return kept
+        return file_part({"uri": uri}, name, mime, metadata)
 
     def _blob(self, text: str, where: str) -> Blob:
         limits = self.limits
