@@ -65,6 +65,7 @@ from tether.openwop.v2 import control as v2_control
 from tether.openwop.v2 import events as v2_events
 from tether.openwop.v2 import interrupts as v2_interrupts
 from tether.openwop.v2 import runs as v2_runs
+from tether.openwop.v2 import seams as v2_seams
 from tether.openwop.v2 import webhooks as v2_webhooks
 from tether.openwop.v2.catalog import catalog_router
 from tether.openwop.versions import MajorSelection, major_of
@@ -346,6 +347,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
         a2a_routes.router,
         handoff_router,
         a2a_routes.seams_router(settings.enable_test_seams),
+        v2_seams.seams_router(settings.enable_test_seams),
     ]
     for router in routers:
         app.include_router(router)
