@@ -97,13 +97,26 @@ def test_a_seeded_era_2_log_reads_translated_by_poll_and_sse(http: httpx.Client)
     assert [e["type"] for e in v1.json()["events"]] == [e["type"] for e in log], "stored as given, in v1 spelling"
 
 
-def test_an_unmapped_type_makes_the_read_refuse(http: httpx.Client) -> None:
-    log = v1_log()
-    log[1:3] = [{"type": "foo.bar", "sequence": 1, "payload": {}, "timestamp": stamp(1)}]
-    log[-1]["sequence"] = 2
-    run_id = seed(http, log)
-    body = refused(http.get(f"/runs/{project(run_id)}/events/poll", params={"timeout": 1}), 500, "event_type_unmapped")
+def test_an_unmapped_type_makes_the_read_refuse_and_a_registered_vendor_type_reads_as_it_is(
+    http: httpx.Client,
+) -> None:
+    def with_row(kind: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        log = v1_log()
+        log[1:3] = [{"type": kind, "sequence": 1, "payload": payload, "timestamp": stamp(1)}]
+        log[-1]["sequence"] = 2
+        return log
+
+    unmapped = seed(http, with_row("foo.bar", {}))
+    body = refused(
+        http.get(f"/runs/{project(unmapped)}/events/poll", params={"timeout": 1}), 500, "event_type_unmapped"
+    )
     assert body["details"]["type"] == "foo.bar" and body.get("retriable") is not True
+    # the control: ``example`` is the one org the vendor registry holds, so its type passes through unchanged
+    vendor = seed(http, with_row("example.thing-happened", {"marker": "era2-vendor-passthrough"}))
+    events = http.get(f"/runs/{project(vendor)}/events/poll", params={"timeout": 1}).json()["events"]
+    assert events[1]["type"] == "example.thing-happened" and events[1]["payload"] == {
+        "marker": "era2-vendor-passthrough"
+    }
 
 
 def test_a_running_seed_is_a_run_the_engine_drives(http: httpx.Client) -> None:
