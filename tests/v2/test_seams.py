@@ -145,6 +145,7 @@ def test_a_running_seed_is_a_run_the_engine_drives(http: httpx.Client) -> None:
         (lambda b: b["events"][0].update(type="run.resumed"), "run.started"),
         (lambda b: b["events"][0]["payload"].pop("workflowId"), "workflowId"),
         (lambda b: b["events"][2].update(type="run.started"), "starts once"),
+        (lambda b: b["events"][0]["payload"].update(subject={"issuer": "urn:x"}), "subject"),
         (lambda b: b["events"][2].update(type="run.failed"), "terminal"),
         (lambda b: b.update(status="failed"), "run.failed"),
         (lambda b: b.update(status="running"), "no terminal event"),

@@ -120,6 +120,8 @@ def _checked(log: SeedLog) -> str:
     workflow = first.payload.get("workflowId")
     if first.type != "run.started" or not isinstance(workflow, str) or _WORKFLOW_ID.fullmatch(workflow) is None:
         raise _refuse("a log starts with run.started at sequence 0, its payload naming the workflowId run", 0)
+    if "subject" in first.payload:  # the engine would take the run for one of this era and stamp it
+        raise _refuse("an era-2 run.started records no subject: subjects were recorded from era 3 on", 0)
     for event in log.events[1:]:
         if event.type == "run.started":
             raise _refuse("a run starts once: run.started may only be the first event", event.sequence)
