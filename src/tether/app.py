@@ -62,6 +62,7 @@ from tether.openwop.callbacks import callback_projector
 from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
 from tether.openwop.v2 import control as v2_control
+from tether.openwop.v2 import discovery as v2_discovery
 from tether.openwop.v2 import events as v2_events
 from tether.openwop.v2 import interrupts as v2_interrupts
 from tether.openwop.v2 import runs as v2_runs
@@ -296,6 +297,8 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
                 egress.worker,
                 transports=a2a.transports,
                 families={"a2a": a2a.discovery_block()},
+                # RFC 0100's block at major 2: 1.0 on the interface whose task ids are bound run ids
+                v2_families={"a2a": v2_discovery.family("seam-gated", **a2a.v2_facets())},
             )
             dev_key = await ensure_dev_key(store)
             resumed = await engine.start()
