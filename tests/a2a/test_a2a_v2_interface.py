@@ -11,13 +11,17 @@ there, not even a refusal before dispatch, is the OpenWOP envelope.
 from __future__ import annotations
 
 import datetime
+import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 from harness import Host, wait_until
+from node_client import NodeProject
+from sdk13_driver import Sdk13, SdkRefused
 
 from tether.a2a.capabilities import VERSIONS_REVIEWED
 from tether.a2a.v1_0.bound import BOUND_VERSION
@@ -251,3 +255,50 @@ def test_a_push_registered_on_the_bound_interface_names_the_bound_task(version: 
     body, media = push_body(config, stored)
     expected = "acme/run_x" if version == BOUND_VERSION else "run_x"
     assert media == "application/a2a+json" and orjson.loads(body)["statusUpdate"]["taskId"] == expected
+
+
+def test_a2a_sdk_1_3_with_defaults_speaks_1_0_to_the_bound_interface(host: Host, key: str) -> None:
+    """a2a-sdk 1.3.0, unmodified, given the interface's URL as the agent's: it finds the card and picks /a2a."""
+    with Sdk13() as sdk:
+        connected = sdk.call("connect", url=f"{host.url}/a2a", key=key)
+        assert {c["url"] for c in connected["chosen"]} == {f"{host.url}/a2a"}
+        assert {c["transport"] for c in connected["chosen"]} == {"a2a.client.transports.jsonrpc.JsonRpcTransport"}
+        [sent] = sdk.call("send", stream=False, text="publish", skill="approval-gated")["events"]
+        task = sent["task"]
+        assert task["id"].startswith("default/run_") and task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert sdk.call("get", id=task["id"])["id"] == task["id"]
+        streamed = sdk.call("send", text="streamed")["events"]
+        assert {e.get("statusUpdate", e.get("artifactUpdate", {})).get("taskId") for e in streamed[1:]} == {
+            streamed[0]["task"]["id"]
+        }
+        assert streamed[0]["task"]["id"].startswith("default/run_")
+        assert sdk.call("cancel", id=task["id"])["id"] == task["id"]
+        with pytest.raises(SdkRefused) as unknown:
+            sdk.call("get", id=f"elsewhere/{task['id'].partition('/')[2]}")
+        assert unknown.value.kind == "TaskNotFoundError"
+        assert sdk.checked >= 4, "every answer went through the SDK's strict 1.0 models"
+
+
+def test_a2a_js_sdk_1_3_with_defaults_speaks_1_0_to_the_bound_interface(host: Host, key: str) -> None:
+    """@a2a-js/sdk 1.3.0, default ClientFactory, given the interface's URL: 1.0 JSON-RPC at /a2a, ids bound.
+
+    The JS resolver reads the card at ``new URL(".well-known/agent-card.json", base)``: relative to the base
+    as URLs are, so the base is ``…/a2a/`` (without the slash it would be the origin's card, /v1/a2a's).
+    """
+    js13 = NodeProject(Path(__file__).resolve().parent / "js13")
+    js13.install()
+    for scenario in ("get", "cancel"):
+        run = js13.run(
+            "driver.mjs", scenario, json.dumps({}), env={"TETHER_URL": f"{host.url}/a2a/", "TETHER_KEY": key}
+        )
+        assert run.returncode == 0 and "result" in run.doc, run
+        assert run.doc["client"]["endpoint"] == f"{host.url}/a2a" and run.doc["client"]["protocolVersion"] == "1.0"
+        calls = [w for w in run.doc["wire"] if w["method"] == "POST"]
+        assert calls and all(w["url"] == f"{host.url}/a2a" and w["a2aVersion"] == "1.0" for w in calls)
+        result = run.doc["result"]
+        if scenario == "get":
+            assert result["sent"]["id"].startswith("default/run_") and result["full"]["id"] == result["sent"]["id"]
+            assert result["missing"]["code"] == -32001
+        else:
+            assert result["canceled"]["id"].startswith("default/run_")
+            assert result["again"]["code"] == -32002
