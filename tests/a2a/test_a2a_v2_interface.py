@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from backends import suite_host
 from harness import Host, wait_until
 from node_client import NodeProject
 from sdk13_driver import Sdk13, SdkRefused
@@ -302,3 +303,23 @@ def test_a2a_js_sdk_1_3_with_defaults_speaks_1_0_to_the_bound_interface(host: Ho
         else:
             assert result["canceled"]["id"].startswith("default/run_")
             assert result["again"]["code"] == -32002
+
+
+def test_one_skill_alone_is_what_a_message_without_a_selector_runs(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    """``--a2a-skill``: the card routes exactly the named workflow (the v2 scenarios need one skill, no selector)."""
+    host = suite_host(request, "--a2a-skill", "approval-gated", "--default-skill", "approval-gated")
+    key = host.dev_key
+    assert key
+    card = httpx.get(record(host)["agentCardUrl"], headers={"A2A-Version": "1.0"}).json()
+    assert [s["id"] for s in card["skills"]] == ["approval-gated"]
+    url = interface(host)
+    task = task_of(rpc(url, key, "SendMessage", {"message": message("no skill named")}))
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", "the one skill ran"
+    # exactly the scenario's reply: a data part and the openwop interrupt metadata, the task by its bound id
+    accept = {"action": "accept"}
+    reply = message(taskId=task["id"], parts=[{"data": accept}], metadata={"openwop": {"interrupt": accept}})
+    assert task_of(rpc(url, key, "SendMessage", {"message": reply}))["status"]["state"] == "TASK_STATE_COMPLETED"
+    other = error_of(rpc(url, key, "SendMessage", {"message": message(metadata={"skillId": "echo"})}))
+    assert other["code"] == -32602 and "approval-gated" in other["message"], "a workflow not named is no skill"

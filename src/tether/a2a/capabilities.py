@@ -70,6 +70,8 @@ class A2ACapabilities:
     versions: tuple[Version, ...] = SUPPORTED
     #: draft versions served to callers that ask for them by name, advertised nowhere
     draft_versions: tuple[Version, ...] = (Version.V1_1,)
+    #: ``--a2a-skill``: the only workflows that are skills (empty: every loaded one)
+    skills: tuple[str, ...] = ()
 
     @property
     def accepted(self) -> tuple[Version, ...]:
@@ -165,4 +167,10 @@ def a2a_capabilities(settings: Settings) -> A2ACapabilities:
     Streaming (``message/stream``, ``tasks/resubscribe``), durable task records and push
     notifications (guarded URLs, a durable outbox) are always served.
     """
-    return A2ACapabilities(base_url=settings.base_url, streaming=True, push_notifications=True, durable_tasks=True)
+    return A2ACapabilities(
+        base_url=settings.base_url,
+        streaming=True,
+        push_notifications=True,
+        durable_tasks=True,
+        skills=settings.a2a_skills,
+    )

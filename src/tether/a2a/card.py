@@ -97,7 +97,7 @@ def agent_card(
         "securityRequirements": [{"schemes": {"bearer": {}}}],
         "defaultInputModes": list(INPUT_MODES),
         "defaultOutputModes": list(OUTPUT_MODES),
-        "skills": [_skill(e) for e in served_skills(registry)],
+        "skills": [_skill(e) for e in served_skills(registry, capabilities.skills)],
         # A2A 0.3, for the clients of that generation
         "protocolVersion": "0.3.0",
         "url": capabilities.rpc_url,
