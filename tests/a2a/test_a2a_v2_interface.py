@@ -19,15 +19,14 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from backends import suite_host
+from backends import Hosts, suite_host
 from harness import Host, wait_until
+from inproc import InProcessHost
 from node_client import NodeProject
+from receiver import Receiver, egress_to
 from sdk13_driver import Sdk13, SdkRefused
 
 from tether.a2a.capabilities import VERSIONS_REVIEWED
-from tether.a2a.v1_0.bound import BOUND_VERSION
-from tether.a2a.v1_0.protojson import push_body
-from tether.store.base import PushConfigRow
 
 V2 = {"OpenWOP-Version": "2.0"}
 INFO = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -247,15 +246,31 @@ def test_errors_carry_one_error_info_and_nothing_there_is_the_openwop_envelope(h
     assert legacy["result"]["id"] == task["id"].partition("/")[2]
 
 
-@pytest.mark.parametrize("version", ["1.0", BOUND_VERSION])
-def test_a_push_registered_on_the_bound_interface_names_the_bound_task(version: str) -> None:
-    config = PushConfigRow("run_x", "pnc_1", "acme", "https://example.com/p", None, None, [], None, "t", version)
-    stored = orjson.dumps(
-        {"kind": "status-update", "taskId": "run_x", "contextId": "c", "status": {"state": "completed"}}
-    )
-    body, media = push_body(config, stored)
-    expected = "acme/run_x" if version == BOUND_VERSION else "run_x"
-    assert media == "application/a2a+json" and orjson.loads(body)["statusUpdate"]["taskId"] == expected
+def test_a_push_registered_on_the_bound_interface_names_the_bound_task(
+    start_host: Hosts[InProcessHost], receiver: Receiver
+) -> None:
+    """RFC 0214 at the v2 interface: the push body's task id is the one the caller registered it for (bound)."""
+    host = start_host(*egress_to(receiver))
+    key = host.dev_key
+    assert key
+    url = interface(host)
+    task = gated(url, key)
+    config = {
+        "taskId": task["id"],
+        "url": receiver.url("/v2"),
+        "authentication": {"scheme": "Bearer", "credentials": "c"},
+    }
+    made = task_of(rpc(url, key, "CreateTaskPushNotificationConfig", config))
+    assert made["taskId"] == task["id"] and "credentials" not in json.dumps(made)
+    listed = task_of(rpc(url, key, "ListTaskPushNotificationConfigs", {"taskId": task["id"]}))
+    assert [c["taskId"] for c in listed["configs"]] == [task["id"]]
+    reply = message(taskId=task["id"], parts=[{"data": {"action": "accept"}}])
+    assert task_of(rpc(url, key, "SendMessage", {"message": reply}))["status"]["state"] == "TASK_STATE_COMPLETED"
+    wait_until(lambda: receiver.bodies("/v2"), what="the completed push")
+    pushed = next(r for r in receiver.requests if r.path == "/v2")
+    assert pushed.headers["content-type"] == "application/a2a+json" and pushed.headers["authorization"] == "Bearer c"
+    assert "openwop-signature" not in pushed.headers
+    assert json.loads(pushed.body)["statusUpdate"]["taskId"] == task["id"]
 
 
 def test_a2a_sdk_1_3_with_defaults_speaks_1_0_to_the_bound_interface(host: Host, key: str) -> None:
