@@ -22,6 +22,7 @@ import pytest
 from backends import Hosts, suite_host
 from harness import Host, wait_until
 from inproc import InProcessHost
+from keys import made_key
 from node_client import NodeProject
 from receiver import Receiver, egress_to
 from sdk13_driver import Sdk13, SdkRefused
@@ -236,6 +237,9 @@ def test_errors_carry_one_error_info_and_nothing_there_is_the_openwop_envelope(h
     assert probes["no key"].status_code == 401 and probes["no key"].headers["www-authenticate"] == "Bearer"
     assert info(probes["no key"].json()["error"])["reason"] == "UNAUTHENTICATED"
     assert probes["not JSON"].json()["error"]["code"] == -32700
+    reader = made_key(host, "reader", "--scopes", "runs:read")
+    forbidden = rpc(url, reader, "SendMessage", {"message": message()})
+    assert forbidden.status_code == 403 and info(error_of(forbidden))["reason"] == "FORBIDDEN"
     assert probes["a GET"].status_code == 405 and probes["a GET"].headers["allow"] == "POST"
     # /v1/a2a is as it was: bare ids, 0.3 without a header
     legacy = httpx.post(
