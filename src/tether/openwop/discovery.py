@@ -19,6 +19,7 @@ from tether import __version__
 from tether.http.openapi import answer
 from tether.openwop.surface import RestSurface, rest_of
 from tether.openwop.v2.discovery import Family, v2_root
+from tether.openwop.v2.fork import replay_family
 from tether.openwop.v2.seams import conformance_record
 from tether.openwop.v2.webhooks import webhooks_family
 from tether.openwop.versions import PREFERRED_VERSION, PROTOCOL_VERSIONS, major_of
@@ -28,6 +29,8 @@ router = APIRouter(tags=["discovery"])
 #: the v2 root's families that the pieces serving them describe
 V2_FAMILIES = {
     "webhooks": lambda rest: webhooks_family(rest.settings),
+    # advertised only once the effect ledger is served too (``fork.REPLAY_ADVERTISED``)
+    "replay": replay_family,
     # metadata, not a family: the seams profile, advertised exactly where the seams are mounted
     "conformance": lambda rest: conformance_record(rest.settings),
 }
