@@ -21,7 +21,7 @@ import orjson
 import pytest
 import trustme
 from backends import suite_host
-from harness import Host, wait_until
+from harness import Host, HostProcess, wait_until
 from keys import made_key
 from receiver import Receiver, egress_to
 from workflow_docs import node, workflow_doc
@@ -32,6 +32,18 @@ GATED = workflow_doc(
     "fork-gated",
     [node("gate", "core.approvalGate", config={"title": "Go on?"}), node("after", "core.identity")],
     [{"id": "e1", "sourceNodeId": "gate", "targetNodeId": "after"}],
+)
+SLOW = workflow_doc(
+    "fork-slow",
+    [
+        node("gate", "core.approvalGate", config={"title": "Go on?"}),
+        node("wait", "core.delay", config={"delayMs": 1500}),
+        node("after"),
+    ],
+    [
+        {"id": "e1", "sourceNodeId": "gate", "targetNodeId": "wait"},
+        {"id": "e2", "sourceNodeId": "wait", "targetNodeId": "after"},
+    ],
 )
 Doc = dict[str, Any]
 
@@ -47,7 +59,8 @@ def rx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Receiver]:
 @pytest.fixture(scope="module")
 def workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("fork-workflows")
-    (folder / "fork-gated.json").write_text(json.dumps(GATED))
+    for doc in (GATED, SLOW):
+        (folder / f"{doc['id']}.json").write_text(json.dumps(doc))
     return folder
 
 
@@ -114,9 +127,9 @@ def _run_count(http: httpx.Client) -> int:
     return len(http.get("/runs", params={"limit": 100}).json()["runs"])
 
 
-def _approved(http: httpx.Client) -> str:
-    """A finished run of ``fork-gated`` whose gate a person approved."""
-    run_id = _created(http, "fork-gated", topic="forks")
+def _approved(http: httpx.Client, workflow: str = "fork-gated") -> str:
+    """A finished run of ``workflow`` whose gate a person approved."""
+    run_id = _created(http, workflow, topic="forks")
     _settled(http, run_id, "waiting-approval")
     answer = http.post(f"/runs/{_path(run_id)}/interrupts/gate", json={"resumeValue": {"action": "accept"}})
     assert answer.status_code in (200, 202), answer.text
@@ -226,6 +239,26 @@ def test_a_replay_of_a_run_whose_webhook_fired_delivers_nothing(http: httpx.Clie
         assert len(arrived(source)) == 2, "nor does the source deliver again"
     finally:
         http.delete(f"/webhooks/{_path(hook.json()['webhookId'])}")
+
+
+@pytest.mark.process
+def test_an_acknowledged_fork_survives_sigkill_and_completes_once(host: Host, key: str) -> None:
+    """The fork and its inherited events are on disk at the 201: killed while its delay sleeps, it goes on."""
+    http = host.http(key)
+    http.headers["OpenWOP-Version"] = "2.0"
+    source = _approved(http, "fork-slow")
+    made = _forked(http, source, mode="replay")
+    path = f"/runs/{_path(made['runId'])}"
+    wait_until(lambda: http.get(path).json()["nodeStates"].get("wait", {}).get("status") == "running", what="the delay")
+    assert isinstance(host, HostProcess)
+    host.restart()  # SIGKILL, then a new process on the same data
+    http = host.http(key)
+    http.headers["OpenWOP-Version"] = "2.0"
+    done = _settled(http, made["runId"], "completed")
+    assert done["nodeStates"]["gate"]["status"] == "completed" and done["nodeStates"]["after"]["status"] == "completed"
+    kinds = [(e["type"], e.get("nodeId")) for e in _events(http, made["runId"])]
+    assert kinds.count(("run.started", None)) == 1 and kinds.count(("node.started", "wait")) == 1, kinds
+    assert kinds.count(("interrupt.requested", "gate")) == 1, "the recorded question, once; nobody asked again"
 
 
 def test_the_replay_family_waits_for_its_switch() -> None:
