@@ -10,6 +10,8 @@ replay is in ``tests/a2a/test_a2a_handoff_replay.py``.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -239,6 +241,21 @@ def test_a_replay_of_a_run_whose_webhook_fired_delivers_nothing(http: httpx.Clie
         assert len(arrived(source)) == 2, "nor does the source deliver again"
     finally:
         http.delete(f"/webhooks/{_path(hook.json()['webhookId'])}")
+
+
+def test_a_fork_reads_the_files_its_inherited_events_refer_to(host: Host, key: str, http: httpx.Client) -> None:
+    """A run started over A2A with a file: the fork's log refers to the same blob, and the fork may read it."""
+    data = f"a file for a fork {time.monotonic_ns()}".encode()
+    file = {"bytes": base64.b64encode(data).decode(), "mimeType": "text/plain", "name": "a.txt"}
+    message = {"role": "user", "parts": [{"kind": "file", "file": file}], "messageId": "m-fork", "kind": "message"}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    with host.client(key) as v1:
+        task = v1.post("/v1/a2a", json=call).json()["result"]["id"]
+        made = _forked(http, f"default/{task}", mode="replay")
+        _settled(http, made["runId"], "completed")
+        read = v1.get(f"/v1/runs/{made['runId'].partition('/')[2]}/files/{digest}")
+    assert read.status_code == 200 and read.content == data, read.text
 
 
 @pytest.mark.process

@@ -201,7 +201,11 @@ class Engine(Driver):
         workflow_id, last = source.workflow_id, len(prefix) - 1
         run = RunRow(run_id, principal.tenant, workflow_id, state["status"], last, state, now, now, due_at(state))
         rows = [EventRow(run_id, d["sequence"], orjson.dumps(d)) for d in prefix]
-        commit = Commit(run=run, events=rows, expected_sequence=None)
+        # the files its events will refer to (inherited, or written again from the record) are the fork's too
+        referred = sorted(replay.blob_digests([*prefix, *(e for w in record.get("recorded", {}).values() for e in w)]))
+        found = await self.store.read_blobs(source_id, referred) if referred else {}
+        blobs = [Blob(digest, data) for digest, data in found.items()]
+        commit = Commit(run=run, events=rows, expected_sequence=None, blobs=blobs)
         if idempotency is not None:
             commit.idempotency = IdempotencyRecord(
                 principal.tenant,

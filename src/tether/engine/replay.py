@@ -31,6 +31,7 @@ from tether.engine.batch import Batch
 from tether.engine.events import EventType, NewEvent
 from tether.engine.handoff.record import HANDOFF_TYPES
 from tether.errors import Unprocessable
+from tether.files import digest_of, file_parts
 from tether.ids import new_id
 from tether.run_state import ErrorObject, ForkRecord, RecordedEvent, RunSnapshot
 
@@ -39,6 +40,7 @@ __all__ = [
     "REPLAY_SOURCE_MISSING",
     "ForkMode",
     "answer",
+    "blob_digests",
     "check_fork_point",
     "effecting",
     "fork_record",
@@ -165,6 +167,11 @@ def recorded(docs: list[dict[str, Any]], from_seq: int) -> dict[str, list[Record
                 if d["sequence"] >= from_seq and d["type"] not in _NOT_REPLAYED
             ]
     return out
+
+
+def blob_digests(events: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The blobs the payloads of ``events`` refer to: a fork keeps them, so its files read as its source's."""
+    return {digest for e in events for part in file_parts(e.get("payload")) if (digest := digest_of(part)) is not None}
 
 
 def answer(batch: Batch, node_id: str) -> bool:
