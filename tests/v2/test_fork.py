@@ -278,6 +278,50 @@ def test_an_acknowledged_fork_survives_sigkill_and_completes_once(host: Host, ke
     assert kinds.count(("interrupt.requested", "gate")) == 1, "the recorded question, once; nobody asked again"
 
 
+def test_a_replay_forked_while_its_gate_waited_takes_the_recorded_answer(http: httpx.Client) -> None:
+    """Forked between the question and its answer: the replay does not wait for anyone, it writes the answer."""
+    source = _approved(http)
+    answered = next(e["sequence"] for e in _events(http, source) if e["type"] == "interrupt.resolved")
+    made = _forked(http, source, mode="replay", fromSeq=answered)
+    _settled(http, made["runId"], "completed")
+    ours, theirs = _events(http, made["runId"]), _events(http, source)
+    assert [e["type"] for e in ours] == [e["type"] for e in theirs]
+    assert ours[answered]["payload"] == theirs[answered]["payload"], "who decided what, as recorded"
+
+
+def test_a_repeated_idempotency_key_answers_the_first_fork_again(http: httpx.Client) -> None:
+    source = _approved(http)
+    key = f"fork-key-{time.monotonic_ns()}-abcdefghij"
+    first = http.post(f"/runs/{_path(source)}:fork", json={"mode": "replay"}, headers={"Idempotency-Key": key})
+    again = http.post(f"/runs/{_path(source)}:fork", json={"mode": "replay"}, headers={"Idempotency-Key": key})
+    assert first.status_code == again.status_code == 201, (first.text, again.text)
+    assert again.json() == first.json() and again.headers["openwop-idempotent-replay"] == "true"
+    other = http.post(
+        f"/runs/{_path(source)}:fork", json={"mode": "branch", "fromSeq": 0}, headers={"Idempotency-Key": key}
+    )
+    _refused(other, 409, "idempotency_key_mismatch")
+
+
+def test_the_replay_family_is_its_facets_once_switched_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether.openwop.v2 import fork
+    from tether.settings import Settings
+
+    class _Rest:
+        settings = Settings(task_retention=3 * 86400)
+
+    monkeypatch.setattr(fork, "REPLAY_ADVERTISED", True)
+    record = fork.replay_family(_Rest())  # type: ignore[arg-type]
+    assert record == {
+        "status": "experimental",
+        "since": "2.0",
+        "until": "2.1",
+        "witness": "witnessable-gated",
+        "modes": ["replay", "branch"],
+        "effectSeamsManifest": "/host/effect-seams",
+        "retention": {"days": 3},
+    }
+
+
 def test_the_replay_family_waits_for_its_switch() -> None:
     """Advertised only once the effect ledger is in too (the switch); its record is the facet set when on."""
     assert REPLAY_ADVERTISED is False
