@@ -108,4 +108,5 @@ async def test_a_replay_fork_of_an_era_2_run_inherits_its_translated_prefix(engi
     assert fork[last]["type"] == "run.completed" and len(fork) == last + 1
     for started in (parent[0], fork[0]):
         assert started["payload"]["owner"]["subject"]["issuer"] == "urn:openwop:legacy", started
-    assert [e.doc_json for e in await engine.store.read_events(parent_id, -1, 1000)] == stored, "the parent is as it was"
+    again = [e.doc_json for e in await engine.store.read_events(parent_id, -1, 1000)]
+    assert again == stored, "the parent is as it was"
