@@ -356,8 +356,16 @@ class Driver(EnginePort):
             if isinstance(decision, Wait):
                 return None
             assert isinstance(decision, Execute)
-            outcome = self._run_node(wf, decision.node_id, batch.state, run_id)
             node = wf.node(decision.node_id)
+            if replay.replaying(batch.state) and replay.effecting(node.typeId):
+                # a replay never executes a node that acts outside the run: the source's record answers it
+                if not decision.resume:
+                    batch.add(events.node_started(node.id, node.typeId))
+                if not replay.answer(batch, node.id):
+                    source = batch.state["fork"]["sourceRunId"]
+                    batch.add(events.node_failed(node.id, replay.source_missing(node.id, source)))
+                continue
+            outcome = self._run_node(wf, decision.node_id, batch.state, run_id)
             if isinstance(outcome, Sleep):
                 entry_state = batch.state["nodeStates"].get(node.id)
                 if decision.resume and entry_state and "wakeAt" in entry_state:
@@ -376,14 +384,8 @@ class Driver(EnginePort):
                 return outcome.ms / 1000
             if not decision.resume:
                 batch.add(events.node_started(node.id, node.typeId))
-            if isinstance(outcome, CallPeer | Suspend) and replay.replaying(batch.state):
-                # a replay answers an effecting or asking node from the source's record, never anew
-                if replay.answer(batch, node.id):
-                    continue
-                if isinstance(outcome, CallPeer):
-                    source = batch.state["fork"]["sourceRunId"]
-                    batch.add(events.node_failed(node.id, replay.source_missing(node.id, source)))
-                    continue
+            if isinstance(outcome, Suspend) and replay.replaying(batch.state) and replay.answer(batch, node.id):
+                continue  # a replay's gate takes the source's recorded answer; one never answered asks again
             if isinstance(outcome, CallPeer):
                 return None  # committed as started; the run parks and the hand-off follows the peer
             if isinstance(outcome, Completed):

@@ -36,6 +36,7 @@ from tether.ids import new_id
 from tether.run_state import ErrorObject, ForkRecord, RecordedEvent, RunSnapshot
 
 __all__ = [
+    "EFFECT_TYPES",
     "MODES",
     "REPLAY_SOURCE_MISSING",
     "ForkMode",
@@ -62,11 +63,15 @@ _TERMINAL_RUN: Final = frozenset({"run.completed", "run.failed", "run.cancelled"
 #: events of a recorded execution a replay does not write again (a cancel's mark belongs to the source)
 _NOT_REPLAYED: Final = frozenset({"node.started", "node.cancelled"})
 _IN_FLIGHT: Final = frozenset({"running", "suspended"})
+#: the node types that act outside the run, which a replay never executes (their handlers are not even called):
+#: every effect seam a node can reach. Today the hand-off (its send, push-config registration and peer reads);
+#: a node type that calls out (HTTP, mail...) belongs here the day it is added
+EFFECT_TYPES: Final[frozenset[str]] = HANDOFF_TYPES
 
 
 def effecting(type_id: str | None) -> bool:
-    """Whether a node of this type acts outside the run (today: the hand-off), so a replay never executes it."""
-    return type_id in HANDOFF_TYPES
+    """Whether a node of this type acts outside the run, so a replay answers it from the record instead."""
+    return type_id in EFFECT_TYPES
 
 
 def fork_record(state: RunSnapshot) -> ForkRecord | None:
