@@ -171,6 +171,10 @@ class ForkRecord(TypedDict):
     #: replay only: node id -> the source's events of its first execution, from ``fromSeq`` on, through its
     #: ``node.completed`` or ``node.failed`` (nodes the source never finished are absent)
     recorded: NotRequired[dict[str, list[RecordedEvent]]]
+    #: replay only: ``[eventId, fingerprint]`` of each source event from ``max(fromSeq, 1)`` on, to notice divergence
+    expected: NotRequired[list[list[str]]]
+    #: replay only: the sequence of its first event that differed from its source's (``replay.diverged`` names it)
+    divergedAt: NotRequired[int]
 
 
 class RunSnapshot(TypedDict):

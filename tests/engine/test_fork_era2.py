@@ -5,7 +5,8 @@ build wrote it (through the store's own commit), forked in ``replay`` mode from 
 event, and both logs are read at major 2 through the one translator every v2 reader uses.
 The fork's prefix must read exactly as its parent's (type, sequence, payload), with the
 legacy subject on ``run.started`` of both; then the fork ends again by itself. The stored
-parent is never rewritten.
+parent is never rewritten. And a replay of a run whose workflow changed since reports
+where it first differs (``replay.diverged``), once, and goes on.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from typing import Any
 
 import orjson
 import pytest
+from workflow_docs import node, workflow_doc
 
 from tether.auth.keys import ALL_SCOPES
 from tether.engine.engine import Engine
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows
 from tether.engine.state import fold
+from tether.engine.validation import load_workflow
 from tether.ids import new_id
 from tether.openwop.v2.eventlog import v2_events
 from tether.store.base import Commit, EventRow, RunRow
@@ -46,7 +49,7 @@ def _legacy_log(run_id: str) -> list[Doc]:
         ("run.completed", {"outputs": {"payload": "old"}, "durationMs": 3}, None),
     ]
     docs = []
-    for sequence, (kind, payload, node) in enumerate(bodies):
+    for sequence, (kind, payload, node_id) in enumerate(bodies):
         doc: Doc = {
             "eventId": new_id("evt_"),
             "runId": run_id,
@@ -57,8 +60,8 @@ def _legacy_log(run_id: str) -> list[Doc]:
             "schemaVersion": 1,
             "engineVersion": "0.1.0",
         }
-        if node is not None:
-            doc["nodeId"] = node
+        if node_id is not None:
+            doc["nodeId"] = node_id
         docs.append(doc)
     return docs
 
@@ -110,3 +113,30 @@ async def test_a_replay_fork_of_an_era_2_run_inherits_its_translated_prefix(engi
         assert started["payload"]["owner"]["subject"]["issuer"] == "urn:openwop:legacy", started
     again = [e.doc_json for e in await engine.store.read_events(parent_id, -1, 1000)]
     assert again == stored, "the parent is as it was"
+
+
+async def test_a_replay_that_writes_what_its_source_did_not_says_so_once_and_goes_on(engine: Engine) -> None:
+    """The workflow changed since the source ran: the replay reports where it first differs and still completes."""
+    steps = [node("a", "core.noop"), node("b", "vendor.tether.template", config={"outputs": {"said": "before"}})]
+    edges = [{"id": "e1", "sourceNodeId": "a", "targetNodeId": "b"}]
+    engine.registry.add([load_workflow(workflow_doc("changing", steps, edges))], "test")
+    source = (await engine.create_run(ALICE, "changing", {})).run.run_id
+    assert (
+        done := await engine.wait_for(source, lambda r: r.is_terminal, 10)
+    ) is not None and done.status == "completed"
+    steps[1]["config"] = {"outputs": {"said": "after"}}
+    engine.registry.add([load_workflow(workflow_doc("changing", steps, edges))], "test")
+
+    fork_id = new_id("run_")
+    await engine.fork(ALICE, source, "replay", 0, run_id=fork_id)
+    replayed = await engine.wait_for(fork_id, lambda r: r.is_terminal, 10)
+    assert replayed is not None and replayed.status == "completed", replayed
+    theirs, ours = await _docs(engine, source), await _docs(engine, fork_id)
+    diverged = [d for d in ours if d["type"] == "replay.diverged"]
+    assert len(diverged) == 1, ours
+    point = diverged[0]["payload"]
+    changed = next(d for d in theirs if d["type"] == "node.completed" and d["nodeId"] == "b")
+    assert point["atSequence"] == changed["sequence"] and point["originalEventId"] == changed["eventId"], point
+    assert point["sourceRunId"] == source and point["divergenceKind"] == "output"
+    assert ours[changed["sequence"]] == diverged[0], "reported just before the event that differs"
+    assert ours[changed["sequence"] + 1]["payload"]["outputs"] == {"said": "after"}

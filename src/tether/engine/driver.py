@@ -325,7 +325,7 @@ class Driver(EnginePort):
             return False
         sleep = self._advance(wf, batch)
         if batch.docs:
-            await self._commit(batch)
+            await self._commit(replay.noted(batch))
         return False if sleep is None else sleep
 
     def _advance(self, wf: WorkflowDefinition, batch: Batch) -> float | None:
@@ -412,7 +412,7 @@ class Driver(EnginePort):
             if not replay.answer(batch, node_id):
                 source = row.state["fork"]["sourceRunId"]
                 batch.add(events.node_failed(node_id, replay.source_missing(node_id, source)))
-        await self._commit(batch)
+        await self._commit(replay.noted(batch))
 
     # several hosts -----------------------------------------------------------------------
 

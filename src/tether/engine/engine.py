@@ -187,6 +187,7 @@ class Engine(Driver):
         record: ForkRecord = {"sourceRunId": source_id, "mode": mode, "fromSeq": from_seq}
         if mode == "replay":
             record["recorded"] = replay.recorded(docs, from_seq)
+            record["expected"] = replay.expected(docs, from_seq)
         state["fork"] = record
         state["eventLogSchemaVersion"] = EVENT_LOG_ERA  # made by this host now, whatever era its source is of
         state.pop("callbackUrl", None)  # a fork calls nobody back: its source's caller asked for its source only

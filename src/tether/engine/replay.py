@@ -24,8 +24,11 @@ Everything here is pure: the engine reads the source and commits what these func
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal, cast
+
+import orjson
 
 from tether.engine.batch import Batch
 from tether.engine.events import EventType, NewEvent
@@ -44,9 +47,11 @@ __all__ = [
     "blob_digests",
     "check_fork_point",
     "effecting",
+    "expected",
     "fork_record",
     "forked",
     "inherited",
+    "noted",
     "recorded",
     "replaying",
     "source_missing",
@@ -177,6 +182,64 @@ def recorded(docs: list[dict[str, Any]], from_seq: int) -> dict[str, list[Record
 def blob_digests(events: Iterable[Mapping[str, Any]]) -> set[str]:
     """The blobs the payloads of ``events`` refer to: a fork keeps them, so its files read as its source's."""
     return {digest for e in events for part in file_parts(e.get("payload")) if (digest := digest_of(part)) is not None}
+
+
+#: payload keys a re-execution cannot reproduce (clocks): left out when a replay is compared with its source
+_UNCOMPARED: Final = frozenset({"durationMs", "wakeAt"})
+
+
+def _fingerprint(doc: Mapping[str, Any]) -> str:
+    payload = {k: v for k, v in (doc.get("payload") or {}).items() if k not in _UNCOMPARED}
+    body = orjson.dumps([doc["type"], doc.get("nodeId"), payload], option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(body).hexdigest()[:16]
+
+
+def expected(docs: list[dict[str, Any]], from_seq: int) -> list[list[str]]:
+    """What a replay should write from ``fromSeq`` on, to tell when it does not: each source event's id and print."""
+    return [[d["eventId"], _fingerprint(d)] for d in docs if d["sequence"] >= max(from_seq, 1)]
+
+
+def noted(batch: Batch) -> Batch:
+    """``batch``, or, when it is the first of a replay to differ from its source, the same events with
+    ``replay.diverged`` before the first that differs (the replay goes on: divergence is reported, not refused)."""
+    fork = batch.state.get("fork")
+    if fork is None or fork["mode"] != "replay" or "divergedAt" in fork or "expected" not in fork:
+        return batch
+    start, wanted = max(fork["fromSeq"], 1), fork["expected"]
+    index = next(
+        (
+            i
+            for i, d in enumerate(batch.docs)
+            if d["sequence"] >= start
+            and (d["sequence"] - start >= len(wanted) or wanted[d["sequence"] - start][1] != _fingerprint(d))
+        ),
+        None,
+    )
+    if index is None:
+        return batch
+    doc = batch.docs[index]
+    at = doc["sequence"] - start
+    again = Batch(batch.row, batch.fence)
+    again.blobs = batch.blobs
+    for earlier in batch.docs[:index]:
+        again.add(_as_new(earlier), at=earlier["timestamp"])
+    payload: dict[str, Any] = {
+        "sourceRunId": fork["sourceRunId"],
+        "atSequence": doc["sequence"],
+        "divergenceKind": "extra" if at >= len(wanted) else "output",
+        "divergencePoint": doc["type"],
+    }
+    if at < len(wanted):
+        payload["originalEventId"] = wanted[at][0]
+    again.add(NewEvent(cast(EventType, "replay.diverged"), cast(Any, payload), None))
+    again.state["fork"]["divergedAt"] = doc["sequence"]  # the batch's own copy of the snapshot
+    for later in batch.docs[index:]:
+        again.add(_as_new(later), at=later["timestamp"])
+    return again
+
+
+def _as_new(doc: Mapping[str, Any]) -> NewEvent:
+    return NewEvent(cast(EventType, doc["type"]), cast(Any, doc["payload"]), doc.get("nodeId"))
 
 
 def answer(batch: Batch, node_id: str) -> bool:
