@@ -140,3 +140,42 @@ async def test_a_replay_that_writes_what_its_source_did_not_says_so_once_and_goe
     assert point["sourceRunId"] == source and point["divergenceKind"] == "output"
     assert ours[changed["sequence"]] == diverged[0], "reported just before the event that differs"
     assert ours[changed["sequence"] + 1]["payload"]["outputs"] == {"said": "after"}
+
+
+async def test_an_era_2_run_of_a_workflow_not_loaded_here_still_forks_with_its_translated_prefix(
+    engine: Engine,
+) -> None:
+    """The conformance suite's seed shape: renamed v1 types, a workflow this host does not have. The fork is
+    made with its history (the obligation), then fails at its first step as any run of an unknown workflow."""
+    parent_id = new_id("run_")
+    bodies: list[tuple[str, Doc]] = [
+        ("run.started", {"workflowId": "not-here"}),
+        ("agent.toolCalled", {"agentId": "agent", "toolName": "echo", "callId": "call-0001"}),
+        ("agent.toolReturned", {"agentId": "agent", "toolName": "echo", "callId": "call-0001", "status": "ok"}),
+        ("run.completed", {"durationMs": 3000}),
+    ]
+    legacy = [
+        {
+            "eventId": new_id("evt_"),
+            "runId": parent_id,
+            "type": kind,
+            "payload": payload,
+            "timestamp": AT,
+            "sequence": i,
+        }
+        for i, (kind, payload) in enumerate(bodies)
+    ]
+    state = fold(parent_id, "not-here", AT, legacy)
+    row = RunRow(parent_id, "default", "not-here", "completed", 3, state, AT, AT)
+    rows = [EventRow(parent_id, d["sequence"], orjson.dumps(d)) for d in legacy]
+    await engine.store.commit(Commit(run=row, events=rows, expected_sequence=None))
+
+    fork_id = new_id("run_")
+    await engine.fork(ALICE, parent_id, "replay", 3, run_id=fork_id)
+    ended = await engine.wait_for(fork_id, lambda r: r.is_terminal, 10)
+    assert ended is not None and ended.status == "failed", ended
+    parent = v2_events(await _docs(engine, parent_id), "default")
+    fork = v2_events(await _docs(engine, fork_id), "default")
+    assert [_observable(e) for e in fork[:3]] == [_observable(e) for e in parent[:3]]
+    assert [e["type"] for e in fork[:3]] == ["run.started", "agent.tool-called", "agent.tool-returned"]
+    assert fork[0]["payload"]["owner"]["subject"]["issuer"] == "urn:openwop:legacy"

@@ -168,17 +168,12 @@ class Engine(Driver):
         in one fsync'd transaction, then driven like any run (``tether.engine.replay`` says how it replays).
 
         ``options`` (a branch's overlay: ``tags``, ``metadata``) replace the source's on the new run's
-        snapshot; the inherited events stay as they were. The new run has the source's owner and workflow.
+        snapshot; the inherited events stay as they were. The new run has the source's owner and workflow
+        (one no longer loaded here fails the fork at its first step, as it would any run).
         """
         source = await self.store.get_run(source_id, principal.tenant)
         if source is None:
             raise NotFound(f"no run {source_id!r}", details={"runId": source_id})
-        if source.workflow_id not in self.registry:
-            raise Unprocessable(
-                f"workflow {source.workflow_id!r} of run {source_id} is not loaded here: it cannot be re-executed",
-                code="fork_point_invalid",
-                details={"workflowId": source.workflow_id},
-            )
         docs = await self._whole_log(source_id)
         replay.check_fork_point(docs, from_seq, mode)
         prefix = replay.inherited(docs, from_seq, run_id)
