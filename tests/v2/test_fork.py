@@ -239,6 +239,12 @@ def test_a_replay_of_a_run_whose_webhook_fired_delivers_nothing(http: httpx.Clie
         wait_until(lambda: len(arrived(control)) >= 2, what="the control run's deliveries (the outbox works)")
         assert arrived(made["runId"]) == [], "a replay delivers nothing"
         assert len(arrived(source)) == 2, "nor does the source deliver again"
+        # a branch delivers what it does itself (its run.completed), never what it copied (run.started)
+        last = len(_events(http, source)) - 1
+        branch = _forked(http, source, mode="branch", fromSeq=last)
+        wait_until(lambda: arrived(branch["runId"]), what="the branch's own delivery")
+        kinds = [orjson.loads(r.body)["event"]["type"] for r in arrived(branch["runId"])]
+        assert kinds == ["run.completed"], kinds
     finally:
         http.delete(f"/webhooks/{_path(hook.json()['webhookId'])}")
 
