@@ -68,7 +68,7 @@ def workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def host(request: pytest.FixtureRequest, backend: str, workflows: Path, rx: Receiver) -> Host:
-    return suite_host(request, "--workflows", str(workflows), *egress_to(rx))
+    return suite_host(request, "--workflows", str(workflows), "--enable-test-seams", *egress_to(rx))
 
 
 def _path(bound: str) -> str:
@@ -188,6 +188,32 @@ def test_a_branch_goes_on_from_its_fork_point_as_a_new_run_with_its_overlay(http
     assert branched["nodeStates"]["gate"]["status"] != "completed" or branched["nodeStates"].get("after") is None
     assert http.get(f"/runs/{_path(source)}").json()["status"] == "completed", "the source is untouched"
     assert [_observable(e) for e in _events(http, made["runId"])[:asked]] == [_observable(e) for e in theirs[:asked]]
+
+
+def test_a_fork_of_a_seeded_era_2_run_inherits_its_translated_prefix(http: httpx.Client) -> None:
+    """``v2-fork-a-v1-run`` through the era-2 seed seam: the prefix reads as the parent does, legacy subject too."""
+    call = {"agentId": "conformance-agent", "toolName": "echo", "callId": "call-0001"}
+    log = [
+        {"type": "run.started", "sequence": 0, "payload": {"workflowId": "conformance-noop"}},
+        {"type": "agent.toolCalled", "sequence": 1, "payload": call},
+        {"type": "agent.toolReturned", "sequence": 2, "payload": {**call, "status": "ok"}},
+        {"type": "run.completed", "sequence": 3, "payload": {"durationMs": 3000}},
+    ]
+    for i, event in enumerate(log):
+        event["timestamp"] = f"2026-01-15T10:00:0{i}.000Z"
+    seeded = http.post(
+        "/conformance/seams/sample/event-log/seed",
+        json={"eventLogSchemaVersion": 2, "status": "completed", "events": log},
+    )
+    assert seeded.status_code == 201, seeded.text
+    parent_id = seeded.json()["runId"]
+    made = _forked(http, parent_id, mode="replay", fromSeq=3)
+    _settled(http, made["runId"], "completed", "failed")
+    parent, fork = _events(http, parent_id), _events(http, made["runId"])
+    assert [_observable(e) for e in fork[:3]] == [_observable(e) for e in parent[:3]]
+    assert [e["type"] for e in fork[:3]] == ["run.started", "agent.tool-called", "agent.tool-returned"]
+    for started in (parent[0], fork[0]):
+        assert started["payload"]["owner"]["subject"]["issuer"] == "urn:openwop:legacy", started
 
 
 def test_refusals_name_the_problem_and_write_nothing(host: Host, http: httpx.Client) -> None:
