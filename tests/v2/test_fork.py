@@ -354,12 +354,13 @@ def test_the_replay_family_is_its_facets_once_switched_on(monkeypatch: pytest.Mo
     }
 
 
-def test_the_replay_family_waits_for_its_switch() -> None:
-    """Advertised only once the effect ledger is in too (the switch); its record is the facet set when on."""
-    assert REPLAY_ADVERTISED is False
+def test_the_replay_family_follows_its_switch(http: httpx.Client) -> None:
+    """Advertised exactly when the switch is on (once the effect ledger is served too), on the v2 root as well."""
     from tether.settings import Settings
 
     class _Rest:
         settings = Settings()
 
-    assert replay_family(_Rest()) is None  # type: ignore[arg-type]
+    assert (replay_family(_Rest()) is None) is (not REPLAY_ADVERTISED)  # type: ignore[arg-type]
+    root = http.get("/.well-known/openwop").json()
+    assert ("replay" in root) is REPLAY_ADVERTISED, sorted(root)
