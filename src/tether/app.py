@@ -40,6 +40,7 @@ from tether.a2a.surface import A2ASurface
 from tether.a2a.tasks import project_task_record
 from tether.a2a.v1_0.protojson import push_body
 from tether.auth.keys import KeyVerifier, create_key
+from tether.auth.signing_keys import ensure_signing_key
 from tether.console import router as console_router
 from tether.egress.service import build_egress
 from tether.engine.cluster import LeaseSettings
@@ -237,6 +238,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
                 handoff_response_bytes=FileLimits.of(settings).body_limit(settings.max_body_bytes),
             )
             stack.push_async_callback(egress.close)
+            await ensure_signing_key(store, egress.box)  # the certification key, made once per store
             signer = TokenSigner(key, settings.interrupt_token_ttl)
             logs = RunLogs(store, notifier, on_fanout=metrics.stream_fanout.observe)
             feed = RunFeed(store, runs_watch.run_summary)

@@ -770,6 +770,14 @@ async def test_a_setting_is_claimed_once(store: Store) -> None:
     assert await store.claim_setting("other", "x") == "x"
 
 
+async def test_settings_are_read_by_prefix(store: Store) -> None:
+    for name in ("keys:b", "keys:a", "keysx", "key_", "other"):
+        await store.claim_setting(name, name.upper())
+    assert await store.settings_under("keys:") == {"keys:a": "KEYS:A", "keys:b": "KEYS:B"}
+    assert await store.settings_under("key_") == {"key_": "KEY_"}, "'_' is a character, not a wildcard"
+    assert await store.settings_under("none:") == {}
+
+
 # file bytes ---------------------------------------------------------------------------------------
 
 

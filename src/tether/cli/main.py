@@ -15,6 +15,7 @@ import click
 
 from tether.cli._client import HostError, HostUnreachable
 from tether.cli._output import EXIT_UNREACHABLE, fail
+from tether.cli.certify import certify
 from tether.cli.credentials import credentials
 from tether.cli.keys import keys
 from tether.cli.push import push
@@ -59,3 +60,4 @@ cli.add_command(credentials)
 cli.add_command(workflows)
 cli.add_command(runs)
 cli.add_command(push)
+cli.add_command(certify)

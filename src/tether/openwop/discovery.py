@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from tether import __version__
+from tether.auth.signing_keys import published_keys
 from tether.http.openapi import answer
 from tether.openwop.surface import RestSurface, rest_of
 from tether.openwop.v2.discovery import Family, v2_root
@@ -73,7 +74,15 @@ def discovery_document(rest: RestSurface) -> dict[str, Any]:
 async def discovery(request: Request) -> Response:
     """Public: the capability families at the document root, each flag honest."""
     rest = rest_of(request)
-    doc = v2_root(rest, v2_families(rest)) if major_of(request.scope) == 2 else discovery_document(rest)
+    if major_of(request.scope) == 2:
+        doc = v2_root(rest, v2_families(rest))
+        # the keys certification bundles are signed with: read each time, so every host of a store publishes
+        # the same ones, a rotation included, the moment it is stored
+        keys = await published_keys(rest.store)
+        if keys:
+            doc["signingKeys"] = keys
+    else:
+        doc = discovery_document(rest)
     body = orjson.dumps(doc)
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     headers = {"Cache-Control": "public, max-age=60", "ETag": etag, "Vary": "OpenWOP-Version"}

@@ -424,6 +424,10 @@ WITH inserted AS (
 )
 SELECT value FROM inserted UNION ALL SELECT value FROM host_settings WHERE name = $1 LIMIT 1;
 
+-- name: settings_under
+-- The settings whose names start with $1.
+SELECT name, value FROM host_settings WHERE starts_with(name, $1) ORDER BY name;
+
 -- commits in one statement, many at a time (_group_commit) --------------------------------
 
 -- name: commit_group

@@ -350,6 +350,9 @@ class PostgresStore:
             stored: str = await conn.fetchval(Q["claim_setting"], name, value)
             return stored
 
+    async def settings_under(self, prefix: str) -> dict[str, str]:
+        return {row["name"]: row["value"] for row in await self._fetch("settings_under", prefix)}
+
     # A2A tasks ---------------------------------------------------------------------------
 
     async def get_task(self, task_id: str, tenant: str | None = None) -> TaskRecord | None:

@@ -241,6 +241,10 @@ INSERT INTO host_settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTH
 -- One setting.
 SELECT value FROM host_settings WHERE name = ?;
 
+-- name: settings_under
+-- The settings whose names start with ?1 (a prefix free of LIKE's wildcards is compared as text).
+SELECT name, value FROM host_settings WHERE substr(name, 1, length(?1)) = ?1 ORDER BY name;
+
 -- name: purgeable_runs
 -- Runs that ended before ?1, oldest first, of tenant ?2 (NULL: any tenant), with no delivery
 -- still pending (a push or webhook in flight keeps its run) and no dead letter that died after

@@ -286,6 +286,9 @@ class SqliteStore:
     async def claim_setting(self, name: str, value: str) -> str:
         return await self._write(_writes.claim_setting, name, value)
 
+    async def settings_under(self, prefix: str) -> dict[str, str]:
+        return await self._read(lambda conn: dict(conn.execute(Q["settings_under"], (prefix,)).fetchall()))
+
     # A2A tasks ---------------------------------------------------------------------------
 
     async def get_task(self, task_id: str, tenant: str | None = None) -> TaskRecord | None:
