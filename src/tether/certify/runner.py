@@ -10,20 +10,18 @@ that module's ``CHECKS``; the runner, the bundle and the profile verdicts take i
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tether import __version__, clock
 from tether.certify import bundle, core_standard, core_streams, discovery_core, seams
 from tether.certify.ledger import Blocked, Check, Row, run_check
-from tether.certify.session import Session
+from tether.certify.session import Session, enc
 
-__all__ = ["CHECKS", "PROFILES", "Build", "certify", "profile_verdicts", "receiver_relaxation", "run_checks"]
+__all__ = ["CHECKS", "PROFILES", "Build", "certify", "profile_verdicts", "egress_relaxation", "run_checks"]
 
 #: every floor check, in the order they run
 CHECKS: tuple[Check, ...] = (*discovery_core.CHECKS, *core_standard.CHECKS, *core_streams.CHECKS, *seams.CHECKS)
@@ -65,25 +63,33 @@ def run_checks(session: Session, checks: Sequence[Check] = CHECKS, skip: frozens
     return rows
 
 
-def receiver_relaxation(receiver_url: str | None) -> dict[str, str] | None:
-    """The relaxation a webhook receiver implies: a host delivers to a loopback or private address only when its
-    egress guard was opened for it (``--egress-allow-cidr``), which the floor forbids."""
-    if receiver_url is None:
-        return None
-    host = urlsplit(receiver_url).hostname or ""
-    try:
-        address = ipaddress.ip_address(host)
-        private = not address.is_global
-    except ValueError:
-        private = host == "localhost" or host.endswith(".localhost")
-    if not private:
+#: where a host with its egress guard fully on refuses to deliver: loopback, and a private range
+PRIVATE_PROBES = ("https://127.0.0.1:9/tether-certify-egress-probe", "https://10.0.0.1:9/tether-certify-egress-probe")
+
+
+def egress_relaxation(session: Session) -> dict[str, str] | None:
+    """The relaxation the host runs under when it takes a webhook to a non-public address.
+
+    The floor wants the egress guard fully on (a public https receiver); a host started with
+    ``--egress-allow-cidr`` for a loopback receiver admits such a subscription, and that is a
+    relaxation the bundle must state, whether or not the operator declares it. Each probe
+    subscription is removed at once; nothing is ever delivered to it (no run is started).
+    """
+    admitted = []
+    with session.client(session.key) as drv:
+        for url in PRIVATE_PROBES:
+            answer = drv.post("/webhooks", json={"url": url, "events": ["run.completed"]})
+            if answer.status_code == 201:
+                admitted.append(url)
+                drv.delete(f"/webhooks/{enc(answer.json()['webhookId'])}")
+    if not admitted:
         return None
     return {
         "obligation": "webhooks.egress-guard",
         "durability": "deployment",
-        "reason": f"the webhook receiver {receiver_url} is on a non-public address, which the host reaches only "
-        "because its egress guard admits it (--egress-allow-cidr); the floor wants a public https receiver with "
-        "the guard fully on",
+        "reason": f"the host accepts webhooks to non-public addresses ({', '.join(admitted)}): its egress guard "
+        "is relaxed (--egress-allow-cidr), as for a loopback test receiver; the floor wants a public https "
+        "receiver with the guard fully on",
     }
 
 
@@ -126,7 +132,7 @@ def certify(
         raise RuntimeError(f"cannot certify {session.url}: {exc}") from exc
     rows = run_checks(session, checks, skip)
     declared = [dict(r) for r in relaxations]
-    implied = receiver_relaxation(session.receiver.url("/") if session.receiver is not None else None)
+    implied = egress_relaxation(session)
     if implied is not None and implied not in declared:
         declared.append(implied)
     implementation = document.get("implementation") or {}

@@ -60,16 +60,38 @@ def _relaxation(value: str) -> dict[str, str]:
 
 
 @click.group(invoke_without_command=True)
-@click.option("--url", envvar="TETHER_URL", default="http://127.0.0.1:8080", show_default=True, help="The host.")
-@click.option("--key", envvar="TETHER_API_KEY", help="An API key of the host (OPENWOP_API_KEY in the suite).")
-@click.option("--tenant-b-key", envvar="TETHER_TENANT_B_API_KEY", help="A key of a second tenant.")
+@click.option(
+    "--url",
+    envvar="TETHER_URL",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    show_envvar=True,
+    help="Base URL of the host to check.",
+)
+@click.option("--key", envvar="TETHER_API_KEY", show_envvar=True, help="An API key of the host (tk_...).")
+@click.option(
+    "--tenant-b-key",
+    envvar="TETHER_TENANT_B_API_KEY",
+    show_envvar=True,
+    help="A key of a second tenant (the SSE cursor file needs one; without it that file is blocked).",
+)
 @click.option(
     "--schemas",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="A folder with the official openwop/v2/*.schema.json (needs jsonschema); without it schema legs are blocked.",
 )
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default="certification-bundle.json")
-@click.option("--build-kind", type=click.Choice(["commit", "image-digest", "artifact-sha256"]), default=None)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="certification-bundle.json",
+    show_default=True,
+    help="Where to write the bundle.",
+)
+@click.option(
+    "--build-kind",
+    type=click.Choice(["commit", "image-digest", "artifact-sha256"]),
+    help="What --build-id names [default: commit with --build-id, else artifact-sha256].",
+)
 @click.option("--build-id", help="The host's build id [default: SHA-256 of this install's tether package].")
 @click.option("--relaxation", "relaxations", multiple=True, help="A relaxation the host runs under: OBLIGATION=REASON.")
 @click.option("--skip", "skipped", multiple=True, help="A floor file not to run (recorded as skipped).")
