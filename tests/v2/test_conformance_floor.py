@@ -4,8 +4,11 @@ The suite (``conformance/src/scenarios/*.test.ts`` of openwop/openwop, run with
 ``OPENWOP_TARGET_MAJOR=2``) cannot run here: its npm package is not on the registry. So
 each test below is one scenario file, named after it, making the requests the file makes
 and every assertion it makes, with the official v2 schemas (the pinned oracle) as the
-validators. Issue 25 is done when ``openwop-discovery-core`` certifies (3/3 floor files) and
-the ``openwop-core-standard`` floor files other than ``v2-effect-seam-manifest`` pass with 0
+validators. The floor files are ``tether certify``'s own checks (``src/tether/certify/``),
+run here against this rig and held to ``executed-pass``, so a certification bundle and this
+test always mean the same thing by a file; the files beside the floor are tests here.
+Issue 25 is done when ``openwop-discovery-core`` certifies (3/3 floor files) and the
+``openwop-core-standard`` floor files other than ``v2-effect-seam-manifest`` pass with 0
 fail and 0 blocked; so where the suite would record a leg ``blocked`` (it denies
 certification) this replica fails, and where it would record a floor leg ``inapplicable``
 because Tether lacks what the leg needs, it fails too.
@@ -23,10 +26,7 @@ test rig, not of what the scenarios assert.
 
 from __future__ import annotations
 
-import base64
-import copy
 import json
-import math
 import re
 import secrets
 import threading
@@ -44,13 +44,16 @@ import pytest
 import trustme
 from backends import suite_host
 from harness import Host, wait_until
-from jsonschema import ValidationError
 from keys import made_key
 from receiver import Received, Receiver, egress_to
 from schemas import fixtures_v2_dir, group_dirs, openwop_validator
 
+from tether.certify.ledger import run_check
+from tether.certify.runner import CHECKS
+from tether.certify.session import Attempt as CertifyAttempt
+from tether.certify.session import Session
+
 NOOP = "conformance-noop"
-CANCELLABLE = "conformance-cancellable"
 DELAY = "conformance-delay"
 FAILURE = "conformance-failure"
 TERMINAL = ("completed", "failed", "cancelled")
@@ -102,10 +105,6 @@ _REGISTRY_BY_STATUS = {
 REGISTERED_STATUS = {code: status for status, codes in _REGISTRY_BY_STATUS.items() for code in codes.split()}
 #: ``errors.json`` ``vendorCodePattern``; its org must be registered in ``declaration.json`` ``extensions``
 VENDOR_CODE = re.compile(r"^(?!openwop\.)[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9_]*$")
-#: the vendor event-type grammar ``v2-event-type-closed`` admits (its org must be in the root's ``extensions``)
-VENDOR_TYPE = re.compile(
-    r"^(?!openwop\.)[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*(\.[a-z][a-z0-9]*(-[a-z0-9]+)*)?$"
-)
 #: the parameterless GETs of ``spec/v2/path-manifest.json`` (openwop 02c7b491), discovery aside
 MANIFEST_PARAMETERLESS_GETS = (
     "/agents",
@@ -296,10 +295,6 @@ def discovery(anon: httpx.Client) -> dict[str, Any]:
     return doc
 
 
-def fixture_listed(doc: dict[str, Any], fixture: str) -> None:
-    assert fixture in (doc.get("fixtures") or []), f"{fixture} is not in the root's fixtures[]: the leg is not run"
-
-
 def created(drv: httpx.Client, body: dict[str, Any], **headers: str) -> str:
     answer = drv.post("/runs", json=body, headers=headers)
     assert answer.status_code == 201, f"blocked: POST /runs answered {answer.status_code} {answer.text}"
@@ -395,260 +390,158 @@ def subscribe(host: Host, key: str, path: str, *, timeout: float = 8.0, last_eve
         return stream
 
 
-# openwop-discovery-core ---------------------------------------------------------------------------
+# the floor: driven through tether certify's checks ------------------------------------------------
+#
+# Each floor file below is the check ``tether certify`` runs for it (``src/tether/certify/``), held here to
+# ``executed-pass``: the check makes the file's requests and assertions, with the oracle's schemas and this
+# module's receiver, so the test and the certification bundle can never disagree on what a file asserts.
 
 
-def test_v2_capabilities_root_closed(anon: httpx.Client) -> None:
-    """v2-capabilities-root-closed: leg 1 the v2 root validates ``capabilities.schema.json``; legs 2-5 the root with
-    an unknown root key, ``host.replay``, ``capabilities: {}`` or ``profiles: [...]`` injected fails it."""
-    doc = discovery(anon)
-    validator = openwop_validator("v2/capabilities")
-    validator.validate(doc)
-    record = {"status": "stable", "since": "2.0", "witness": "claims-check"}
-    for injected in (
-        {"openwopConformanceUnknownRootKey": record},
-        {"host.replay": record},
-        {"capabilities": {}},
-        {"profiles": ["openwop-discovery-core"]},
-    ):
-        with pytest.raises(ValidationError):
-            validator.validate({**copy.deepcopy(doc), **injected})
+class OracleSchemas:
+    """The pinned official schemas, as certify's checks ask for them."""
+
+    def errors(self, name: str, document: Any) -> list[str]:
+        return [error.message for error in openwop_validator(name).iter_errors(document)]
+
+    def event_types(self) -> set[str]:
+        return _event_types()
 
 
-def test_v2_preferred_version_default(anon: httpx.Client, raw: httpx.Client, key: str) -> None:
-    """v2-preferred-version-default: leg 1 ``preferredVersion`` is a listed ``major.minor``; leg 2 a header-less
-    discovery answers in the preferred major; leg 3 a header-less unversioned path answers major 2; leg 4 a host
-    listing a 1.x prefers major 1."""
-    doc = discovery(anon)
-    preferred = doc["preferredVersion"]
-    assert VERSION.fullmatch(preferred) and preferred in doc["protocolVersions"]
-    if len(doc["protocolVersions"]) == 1:
-        assert doc.get("protocolVersion", preferred) == preferred
+class SuiteReceiver:
+    """This module's scoped receivers, as certify's webhook check drives a receiver."""
 
-    bare_doc = raw.get("/.well-known/openwop", headers={"Accept": "application/json"})
-    assert bare_doc.status_code == 200
-    assert major(bare_doc) == preferred.split(".")[0]
-    body = bare_doc.json()
-    if preferred.split(".")[0] == "2":
-        openwop_validator("v2/capabilities").validate(body)
-    else:
-        assert isinstance(body["protocolVersion"], str) and isinstance(body["protocolVersions"], list)
-        assert isinstance(body["preferredVersion"], str)
+    def __init__(self, rx: Receiver, receivers: ScopedReceivers) -> None:
+        self.rx, self.receivers = rx, receivers
 
-    probe = raw.get(
-        "/runs/openwop-conformance~2F" + "h" * 22,
-        headers={"Accept": "application/json", "Authorization": f"Bearer {key}"},
-    )
-    assert major(probe) == "2", (probe.status_code, probe.headers)
+    def exercise(self, fail_first: float) -> str:
+        return self.receivers.exercise(fail_first)
 
-    assert any(v.startswith("1.") for v in doc["protocolVersions"]), "leg 4 is inapplicable without a 1.x listed"
-    assert preferred.split(".")[0] == "1"
+    def url(self, path: str) -> str:
+        return self.rx.url(path)
 
+    def close(self, path: str) -> None:
+        self.receivers.close(path)
 
-def test_v2_version_header_honored(raw: httpx.Client, key: str) -> None:
-    """v2-version-header-honored: leg 1 discovery with and without ``OpenWOP-Version: 2.0`` both 200, the bodies
-    differ (a host listing no 1.x would owe a 406 for ``1``); leg 2 with both majors listed the asked one is
-    200, other bytes, and names major 2."""
-    headers = {"Accept": "application/json", "authorization": f"Bearer {key}"}
-    bare_doc = raw.get("/.well-known/openwop", headers=headers)
-    asked = raw.get("/.well-known/openwop", headers={**headers, "OpenWOP-Version": "2.0"})
-    assert bare_doc.status_code == 200, "blocked"
-    listed = bare_doc.json()["protocolVersions"]
-    if not any(v.startswith("1.") for v in listed):
-        one = raw.get("/.well-known/openwop", headers={**headers, "OpenWOP-Version": "1"})
-        assert one.status_code == 406 and code_of(one) == "protocol_version_unsupported"
-        assert sorted(one.json()["details"]["protocolVersions"]) == sorted(listed)
-    assert asked.status_code == 200, f"blocked: asked answered {asked.status_code}"
-    assert asked.content != bare_doc.content
-
-    majors = {v.split(".")[0] for v in listed}
-    assert {"1", "2"} <= majors, "leg 2 is inapplicable unless both majors are listed"
-    assert asked.status_code == 200 and asked.content != bare_doc.content
-    assert major(asked) == "2"
-
-
-# openwop-core-standard ----------------------------------------------------------------------------
-
-UNPREFIXED = "b3BlbndvcC1jb25mb3JtYW5jZQ.0123456789abcdef0123456789abcdef"
-UNHELD_KID = "ow2.hs256.nokid.b3BlbndvcC1jb25mb3JtYW5jZQ.0123456789abcdef0123456789abcdef"
-
-
-def test_v2_interrupt_token_scheme(anon: httpx.Client) -> None:
-    """v2-interrupt-token-scheme: unauthenticated ``GET /interrupts/{token}``; leg 1 an unprefixed token is 401
-    ``interrupt_token_invalid`` or 404; leg 2 an ``ow2.`` token under a kid the host does not hold is 401
-    ``interrupt_token_invalid`` (the token is checked before any key is asked for)."""
-    unprefixed = anon.get(f"/interrupts/{enc(UNPREFIXED)}")
-    assert unprefixed.status_code in (401, 404), unprefixed.text
-    if unprefixed.status_code == 401:
-        assert code_of(unprefixed) == "interrupt_token_invalid"
-    else:
-        assert code_of(unprefixed) in ("not_found", "interrupt_not_found")
-    unheld = anon.get(f"/interrupts/{enc(UNHELD_KID)}")
-    assert not (unprefixed.status_code == 404 and unheld.status_code == 404), "inapplicable: both probes 404"
-    assert unheld.status_code == 401 and code_of(unheld) == "interrupt_token_invalid", unheld.text
-    envelope(unheld)
-
-
-def _retry_wait(doc: dict[str, Any]) -> float:
-    """How long the suite waits on a retry: 20 s, or 90 s when an exponential or fixed backoff is advertised."""
-    policy = (doc.get("webhooks") or {}).get("retryPolicy") or {}
-    return 90.0 if policy.get("backoff") in ("exponential", "fixed") else 20.0
-
-
-def _register(drv: httpx.Client, url: str, events: list[str]) -> str:
-    answer = drv.post("/webhooks", json={"url": url, "events": events})
-    assert not (answer.status_code == 400 and code_of(answer) == "webhook_url_rejected"), (
-        f"the receiver was refused: {answer.text}"
-    )
-    assert answer.status_code == 201, answer.text
-    webhook_id = answer.json()["webhookId"]
-    assert isinstance(webhook_id, str)
-    return webhook_id
-
-
-class Exercise:
-    """One leg's scoped receiver and subscription, unregistered and closed when the leg ends (the suite's
-    ``afterEach``)."""
-
-    def __init__(self, drv: httpx.Client, rx: Receiver, receivers: ScopedReceivers, fail_first: float) -> None:
-        self.drv, self.rx, self.receivers = drv, rx, receivers
-        self.path = receivers.exercise(fail_first)
-        self.webhook_id = ""
-        self.run_id = ""
-
-    def __enter__(self) -> Exercise:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.webhook_id:
-            self.drv.delete(f"/webhooks/{enc(self.webhook_id)}")
-        self.receivers.close(self.path)
-
-    def register(self, events: list[str]) -> str:
-        self.webhook_id = _register(self.drv, self.rx.url(self.path), events)
-        return self.webhook_id
-
-    def run(self, timeout: float = 10.0) -> str:
-        self.run_id = created(self.drv, {"workflowId": NOOP})
-        settled(self.drv, self.run_id, timeout=timeout)
-        return self.run_id
-
-    def ours(self) -> list[Attempt]:
-        """This leg's attempts: its run's, to its subscription (another leg's traffic is not counted)."""
+    def attempts(self, path: str) -> list[CertifyAttempt]:
         return [
-            a for a in self.receivers.attempts(self.path) if a.run_id == self.run_id and a.webhook_id == self.webhook_id
+            CertifyAttempt(a.run_id, a.webhook_id, a.sequence, a.status, a.at) for a in self.receivers.attempts(path)
         ]
 
 
-def _exhausted(leg: int, ex: Exercise, max_attempts: Any, wait: float) -> list[dict[str, Any]]:
-    """Legs 2 and 5: a delivery that never succeeds is retried, stops at ``maxAttempts``, and the dead-letter
-    read lists it a second after the last attempt (the suite waits, then reads once)."""
-    wait_until(lambda: len(ex.ours()) > 1, timeout=wait, what=f"leg {leg}: a 500 to be retried")
-    if isinstance(max_attempts, int):
-        wait_until(lambda: len(ex.ours()) >= max_attempts, timeout=wait, what=f"leg {leg}: maxAttempts attempts")
-
-    def listed() -> list[dict[str, Any]] | None:
-        page = ex.drv.get(f"/webhooks/{project(ex.webhook_id)}/dead-letters")
-        assert page.status_code == 200, f"leg {leg}: {page.text}"
-        openwop_validator("v2/webhook-dead-letter-page").validate(page.json())
-        rows: list[dict[str, Any]] = page.json()["deliveries"]
-        return rows if any(row.get("runId") == ex.run_id for row in rows) else None
-
-    rows = wait_until(listed, timeout=1.0, what=f"leg {leg}: the exhausted delivery in the dead-letter read")
-    assert len(ex.ours()) > 1
-    if isinstance(max_attempts, int):
-        assert len(ex.ours()) <= max_attempts, f"leg {leg}: retries must stop at maxAttempts ({max_attempts})"
-    return rows
+@pytest.fixture
+def session(host: Host, key: str, tenant_b_key: str, rx: Receiver, receivers: ScopedReceivers) -> Session:
+    """The rig of ``tether certify``: this host, both tenants' keys, the oracle, the receiver."""
+    return Session(
+        host.url, key, tenant_b_key=tenant_b_key, schemas=OracleSchemas(), receiver=SuiteReceiver(rx, receivers)
+    )
 
 
-def test_v2_webhook_durable_delivery(
-    drv: httpx.Client, anon: httpx.Client, rx: Receiver, receivers: ScopedReceivers
-) -> None:
-    """v2-webhook-durable-delivery, gated on ``webhooks`` and ``conformance-noop`` in ``fixtures``; its legs in
-    order, each with a receiver, subscription and noop run of its own (attempts matched by run and subscription).
+def witnessed(scenario: str, session: Session) -> None:
+    """Run certify's check of floor file ``scenario``; anything but ``executed-pass`` fails, with its reason."""
+    check = next(c for c in CHECKS if c.scenario == scenario)
+    row = run_check(check, session)
+    assert row.result == "executed-pass", f"{scenario}: {row.result} after {row.assertions} assertion(s): {row.detail}"
+    assert row.assertions > 0
 
-    Leg 1: a receiver failing the first ``clamp(maxAttempts-1, 1, 2)`` attempts per delivery key: the run's
-    ``run.completed`` is retried and lands (204); the gaps are positive and, exponential, the second at least
-    1.25 times the first; ``DELETE`` is 204. Leg 2: a receiver that never succeeds: more than one attempt, at
-    most ``maxAttempts``, and (``deadLetter`` advertised) the dead-letter read lists the run a second after the
-    last attempt. Leg 3: a subscription to ``https://subscriber.invalid/hook`` is taken and its dead-letter read
-    served. Leg 4: after unregister the read is ``404 not_found``, exactly as for a same-tenant id never minted.
-    Leg 5: an exhausted delivery's dead letters carry no body, headers or secret. Leg 6: every logged
-    ``run.started``/``node.started``/``node.completed``/``run.completed`` of a noop run reaches a healthy receiver.
+
+# openwop-discovery-core
+
+
+def test_v2_capabilities_root_closed(session: Session) -> None:
+    """The v2 root validates ``capabilities.schema.json``; an unknown root key, ``host.replay``, ``capabilities: {}``
+    or ``profiles: [...]`` injected into it does not."""
+    witnessed("v2-capabilities-root-closed", session)
+
+
+def test_v2_preferred_version_default(session: Session) -> None:
+    """``preferredVersion`` is a listed ``major.minor``; header-less discovery answers in the preferred major; a
+    header-less unversioned path answers major 2; a host listing a 1.x prefers major 1."""
+    witnessed("v2-preferred-version-default", session)
+
+
+def test_v2_version_header_honored(session: Session) -> None:
+    """Discovery with and without ``OpenWOP-Version: 2.0`` both 200 with different bodies; the asked one names 2."""
+    witnessed("v2-version-header-honored", session)
+
+
+# openwop-core-standard
+
+
+def test_v2_interrupt_token_scheme(session: Session) -> None:
+    """An unprefixed token is 401 ``interrupt_token_invalid`` or 404; an ``ow2.`` token under an unheld kid is 401."""
+    witnessed("v2-interrupt-token-scheme", session)
+
+
+def test_v2_webhook_durable_delivery(session: Session) -> None:
+    """Retried with widening gaps; exhausted, dead-lettered and readable without body, headers or secret; an
+    unregistered subscription reads 404 as an unknown one; every subscribed event of a run arrives.
 
     The suite's receiver is a public https tunnel and the host's egress guard is fully on; here the receiver is
-    on loopback, reachable only through ``--egress-allow-cidr 127.0.0.1/32`` (a test-rig relaxation).
+    on loopback, reachable only through ``--egress-allow-cidr 127.0.0.1/32`` (a test-rig relaxation, which
+    ``tether certify`` lists in a bundle).
     """
-    doc = discovery(anon)
-    family = doc.get("webhooks")
-    assert isinstance(family, dict), "inapplicable: the webhooks family is not advertised"
-    fixture_listed(doc, NOOP)
-    policy = family.get("retryPolicy") or {}
-    max_attempts = policy.get("maxAttempts")
-    fail_first = 2 if not isinstance(max_attempts, int) else max(1, min(2, max_attempts - 1))
-    wait = _retry_wait(doc)
-    assert family.get("deadLetter"), "legs 2-5 are inapplicable without the deadLetter facet"
+    witnessed("v2-webhook-durable-delivery", session)
 
-    with Exercise(drv, rx, receivers, fail_first) as leg1:
-        leg1.register(["run.completed"])
-        leg1.run()
-        wait_until(lambda: any(a.status == 204 for a in leg1.ours()), timeout=wait, what="leg 1: the retry to land")
-        attempts = leg1.ours()
-        assert len(attempts) > 1, "leg 1: a 500 must be retried"
-        if policy.get("backoff") not in (None, "none"):
-            by_key: dict[str, list[float]] = {}
-            for attempt in attempts:
-                by_key.setdefault(attempt.key, []).append(attempt.at)
-            for times in by_key.values():
-                gaps = [b - a for a, b in zip(times, times[1:])]
-                assert all(g > 0 for g in gaps), gaps
-                if policy["backoff"] == "exponential" and len(times) >= 3:
-                    assert gaps[1] - gaps[0] >= 0.25 * gaps[0], f"leg 1: exponential gaps must widen: {gaps}"
-        assert drv.delete(f"/webhooks/{enc(leg1.webhook_id)}").status_code == 204
-        leg1.webhook_id = ""
 
-    with Exercise(drv, rx, receivers, math.inf) as leg2:
-        leg2.register(["run.completed"])
-        leg2.run()
-        _exhausted(2, leg2, max_attempts, wait)
+def test_v2_idempotency_key_grammar(session: Session) -> None:
+    """A 22-character key creates (201); ``Idempotency-Key: short`` is ``400 idempotency_key_invalid``."""
+    witnessed("v2-idempotency-key-grammar", session)
 
-    for leg in (3, 4):
-        webhook_id = _register(drv, "https://subscriber.invalid/hook", ["run.completed"])
-        assert "/" in webhook_id, f"leg {leg}: blocked, {webhook_id!r} is not tenant-bound"
-        live = drv.get(f"/webhooks/{project(webhook_id)}/dead-letters")
-        assert drv.delete(f"/webhooks/{enc(webhook_id)}").status_code == 204
-        assert live.status_code == 200, f"leg {leg}: {live.text}"
-        openwop_validator("v2/webhook-dead-letter-page").validate(live.json())
-        if leg == 4:
-            after = drv.get(f"/webhooks/{project(webhook_id)}/dead-letters")
-            tenant = webhook_id.partition("/")[0]
-            never_id = f"{tenant}/never-{base36(time.time_ns() // 1_000_000)}{base36(secrets.randbits(41))[:8]}"
-            never = drv.get(f"/webhooks/{project(never_id)}/dead-letters")
-            assert [after.status_code, code_of(after)] == [404, "not_found"], after.text
-            assert [after.status_code, code_of(after)] == [never.status_code, code_of(never)], never.text
 
-    with Exercise(drv, rx, receivers, math.inf) as leg5:
-        leg5.register(["run.completed"])
-        leg5.run()
-        rows = _exhausted(5, leg5, max_attempts, wait)
-        assert rows and all(not {"body", "headers", "secret"} & set(row) for row in rows), rows
+def test_v2_era_key(session: Session) -> None:
+    """A new run's snapshot and the root both say ``eventLogSchemaVersion: 3``."""
+    witnessed("v2-era-key", session)
 
-    complete_types = ["run.started", "node.started", "node.completed", "run.completed"]
-    with Exercise(drv, rx, receivers, 0) as leg6:
-        leg6.register(complete_types)
-        leg6.run(timeout=30.0)
-        want = {e["sequence"]: e["type"] for e in poll(drv, leg6.run_id)["events"] if e["type"] in complete_types}
-        assert want, "leg 6: blocked, nothing of a subscribed type in the log"
 
-        def missing() -> list[int]:
-            got = {
-                a.sequence
-                for a in receivers.attempts(leg6.path)
-                if a.run_id and bare(a.run_id) == bare(leg6.run_id) and bare(a.webhook_id) == bare(leg6.webhook_id)
-            }
-            return sorted(set(want) - got)
+def test_v2_era_stamp_universal(session: Session) -> None:
+    """The root's integer era stamps a fresh run's snapshot; with the root at 3, a fresh run reads 3."""
+    witnessed("v2-era-stamp-universal", session)
 
-        wait_until(lambda: not missing(), timeout=wait, what="leg 6: every subscribed event delivered")
+
+def test_v2_event_type_closed(session: Session) -> None:
+    """Every polled event's type is registered (or a vendor type of a named org), validates, and rises."""
+    witnessed("v2-event-type-closed", session)
+
+
+def test_v2_poll_cursor_v2(session: Session) -> None:
+    """The poll shape; first sequence 0; ``afterSequence`` exclusive; past the end ``[]``."""
+    witnessed("v2-poll-cursor-v2", session)
+
+
+def test_v2_run_cancel(session: Session) -> None:
+    """A settled run: ``409 run_terminal``; a running ``conformance-cancellable`` run cancels within 5 s."""
+    witnessed("v2-run-cancel", session)
+
+
+def test_v2_run_bulk_cancel(session: Session) -> None:
+    """101 ids: 400 with ``details.maxRunIds``; ``[a, foreign, b]``: in order, the foreign one ``ok: false``."""
+    witnessed("v2-run-bulk-cancel", session)
+
+
+def test_v2_run_pause_resume(session: Session) -> None:
+    """Settled: ``409 run_terminal``; ``conformance-delay``: 202 paused, 409 ``runStatus: paused``, 202 running."""
+    witnessed("v2-run-pause-resume", session)
+
+
+def test_v2_run_options_limits(session: Session) -> None:
+    """Tag limits and unknown root keys: ``400 validation_error``; odd tags and nested metadata round-trip."""
+    witnessed("v2-run-options-limits", session)
+
+
+def test_v2_sse_last_event_id(session: Session) -> None:
+    """Numeric rising ids, server close, exclusive resume, nothing after the last id, ``state.snapshot`` first."""
+    witnessed("v2-sse-last-event-id", session)
+
+
+def test_v2_sse_last_event_id_cursor(session: Session) -> None:
+    """Past the log: 200, nothing; ``abc``: 400 or accepted; other tenants' and unknown runs refused alike."""
+    witnessed("v2-sse-last-event-id-cursor", session)
+
+
+def _event_types() -> set[str]:
+    """The enum union of ``run-event.schema.json`` ``properties.type.oneOf[*].enum`` (the pinned file)."""
+    schema = json.loads((group_dirs()["schemas-v2"] / "openwop/v2/run-event.schema.json").read_text())
+    return {t for branch in schema["properties"]["type"]["oneOf"] for t in branch.get("enum", [])}
 
 
 def base36(number: int) -> str:
@@ -660,253 +553,6 @@ def base36(number: int) -> str:
         out = digits[digit] + out
         if not number:
             return out
-
-
-def test_v2_idempotency_key_grammar(drv: httpx.Client) -> None:
-    """v2-idempotency-key-grammar: leg 1 a key of 16 random bytes in base64url (22 characters) creates (201);
-    leg 2 ``Idempotency-Key: short`` is ``400 idempotency_key_invalid``."""
-    good = base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode()
-    assert len(good) == 22
-    first = drv.post("/runs", json={"workflowId": NOOP}, headers={"Idempotency-Key": good})
-    assert first.status_code == 201, first.text
-    short = drv.post("/runs", json={"workflowId": NOOP}, headers={"Idempotency-Key": "short"})
-    assert short.status_code == 400 and code_of(short) == "idempotency_key_invalid", short.text
-    envelope(short)
-
-
-def test_v2_era_key(drv: httpx.Client, anon: httpx.Client) -> None:
-    """v2-era-key: leg 1 a noop run's snapshot says ``eventLogSchemaVersion: 3``; leg 2 so does the root, an
-    integer equal to a fresh run's."""
-    run_id = created(drv, {"workflowId": NOOP})
-    snapshot = drv.get(f"/runs/{enc(run_id)}")
-    assert snapshot.status_code == 200
-    assert snapshot.json()["eventLogSchemaVersion"] == 3
-    doc = discovery(anon)
-    era = doc["eventLogSchemaVersion"]
-    assert isinstance(era, int) and not isinstance(era, bool) and era == 3
-    fresh = created(drv, {"workflowId": NOOP})
-    assert drv.get(f"/runs/{enc(fresh)}").json()["eventLogSchemaVersion"] == era
-
-
-def test_v2_era_stamp_universal(drv: httpx.Client, anon: httpx.Client) -> None:
-    """v2-era-stamp-universal: leg 1 the root's integer ``eventLogSchemaVersion`` stamps a fresh run's snapshot;
-    leg 2 with the root at 3, a fresh run reads 3."""
-    doc = discovery(anon)
-    assert "eventLogSchemaVersion" in doc, "inapplicable without the root's eventLogSchemaVersion"
-    era = doc["eventLogSchemaVersion"]
-    assert isinstance(era, int) and not isinstance(era, bool)
-    run_id = created(drv, {"workflowId": NOOP, "inputs": {}})
-    assert drv.get(f"/runs/{enc(run_id)}").json()["eventLogSchemaVersion"] == era
-    assert era == 3, "leg 2 is inapplicable unless the root says 3"
-    fresh = created(drv, {"workflowId": NOOP, "inputs": {}})
-    assert drv.get(f"/runs/{enc(fresh)}").json()["eventLogSchemaVersion"] == 3
-
-
-def _event_types() -> set[str]:
-    """The enum union of ``run-event.schema.json`` ``properties.type.oneOf[*].enum`` (the pinned file)."""
-    schema = json.loads((group_dirs()["schemas-v2"] / "openwop/v2/run-event.schema.json").read_text())
-    return {t for branch in schema["properties"]["type"]["oneOf"] for t in branch.get("enum", [])}
-
-
-def test_v2_event_type_closed(drv: httpx.Client, anon: httpx.Client) -> None:
-    """v2-event-type-closed: a settled noop run's polled events; leg 1 every type is in the v2 enum or a vendor
-    type of an org the root's ``extensions`` names; leg 2 every event validates ``run-event`` and the sequences
-    rise strictly."""
-    doc = discovery(anon)
-    events = poll(drv, noop_settled(drv))["events"]
-    assert events, "blocked: no events"
-    known = _event_types()
-    orgs = {name.split(".")[0] for name in (doc.get("extensions") or {})}
-    for event in events:
-        kind = event["type"]
-        assert kind in known or (VENDOR_TYPE.fullmatch(kind) and kind.split(".")[0] in orgs), kind
-    last = -1
-    for event in events:
-        check_event(event)
-        assert isinstance(event["sequence"], int) and event["sequence"] > last
-        last = event["sequence"]
-
-
-def test_v2_poll_cursor_v2(drv: httpx.Client) -> None:
-    """v2-poll-cursor-v2: a settled noop run; leg 1 the poll answer is exactly ``{events, isTerminal,
-    lastSequence, runId, status}`` with the created bound id; leg 2 the first sequence is 0; leg 3
-    ``afterSequence=<first>`` is exclusive; leg 4 past the end is 200 ``[]``."""
-    run_id = noop_settled(drv)
-    page = poll(drv, run_id)
-    assert sorted(page) == ["events", "isTerminal", "lastSequence", "runId", "status"]
-    assert page["runId"] == run_id and isinstance(page["events"], list)
-    assert isinstance(page["lastSequence"], int) and page["lastSequence"] >= -1
-    assert isinstance(page["status"], str) and isinstance(page["isTerminal"], bool)
-    sequences = [e["sequence"] for e in page["events"]]
-    assert max(sequences) <= page["lastSequence"]
-    assert sequences[0] == 0
-    first = sequences[0]
-    after = poll(drv, run_id, f"&afterSequence={first}")
-    assert all(e["sequence"] > first for e in after["events"])
-    assert after["events"] == [e for e in poll(drv, run_id)["events"] if e["sequence"] > first]
-    past = poll(drv, run_id, f"&afterSequence={page['lastSequence'] + 1000}")
-    assert past["events"] == []
-
-
-def test_v2_run_cancel(drv: httpx.Client, anon: httpx.Client) -> None:
-    """v2-run-cancel: leg 1 cancelling a settled noop run is ``409 run_terminal``; leg 2 a running
-    ``conformance-cancellable`` run cancels (200, its bound id, ``cancelling|cancelled``), reads ``cancelled``
-    within 5 s, and its log has ``run.cancelled``."""
-    done = noop_settled(drv)
-    again = drv.post(f"/runs/{enc(done)}/cancel", json={})
-    assert again.status_code == 409 and code_of(again) == "run_terminal", again.text
-    envelope(again)
-
-    fixture_listed(discovery(anon), CANCELLABLE)
-    run_id = created(drv, {"workflowId": CANCELLABLE, "inputs": {"delayMs": 15000}})
-    settled(drv, run_id, "running", timeout=5.0)
-    answer = drv.post(f"/runs/{enc(run_id)}/cancel", json={"reason": "conformance"})
-    assert answer.status_code == 200, answer.text
-    assert answer.json()["runId"] == run_id and answer.json()["status"] in ("cancelling", "cancelled")
-    settled(drv, run_id, "cancelled", timeout=5.0)
-    assert "run.cancelled" in [e["type"] for e in poll(drv, run_id)["events"]]
-
-
-def test_v2_run_bulk_cancel(drv: httpx.Client) -> None:
-    """v2-run-bulk-cancel: leg 1 101 ids is ``400 validation_error`` with a root ``details.maxRunIds`` in 1..100;
-    leg 2 ``[a, foreign, b]`` is 200 with three results in request order, the foreign one ``ok: false`` with a
-    v2 envelope (``id_tenant_mismatch`` or ``not_found``), each own one cancelled or ``run_terminal``."""
-    capped = drv.post(
-        "/runs:bulk-cancel",
-        json={"runIds": [f"openwop-conformance-bulk-cap/opaque{i:03d}0123456789abcdef" for i in range(101)]},
-    )
-    assert capped.status_code != 404, "blocked: bulk-cancel is not mounted"
-    assert capped.status_code == 400 and code_of(capped) == "validation_error", capped.text
-    limit = envelope(capped)["details"]["maxRunIds"]
-    assert isinstance(limit, int) and 1 <= limit <= 100
-
-    a, b = created(drv, {"workflowId": NOOP}), created(drv, {"workflowId": NOOP})
-    named = [a, FOREIGN_RUN_ID, b]
-    answer = drv.post("/runs:bulk-cancel", json={"runIds": named, "reason": "conformance"})
-    assert answer.status_code == 200, answer.text
-    results = answer.json()["results"]
-    assert len(results) == 3 and [r["runId"] for r in results] == named
-    foreign = results[1]
-    assert foreign["ok"] is False
-    openwop_validator("v2/error-envelope").validate(foreign["error"])
-    assert foreign["error"]["error"] in ("id_tenant_mismatch", "not_found")
-    for own in (results[0], results[2]):
-        if own["ok"]:
-            assert own["status"] in ("cancelling", "cancelled"), own
-        else:
-            assert own["error"]["error"] == "run_terminal", own
-
-
-def test_v2_run_pause_resume(drv: httpx.Client, anon: httpx.Client) -> None:
-    """v2-run-pause-resume: leg 1 ``:pause`` and ``:resume`` on a settled noop run are ``409 run_terminal``; leg 2 a
-    running ``conformance-delay`` run pauses (``202 paused``, its bound id), a second pause is ``409
-    run_state_conflict`` with root ``details.runStatus: paused``, it resumes (``202 running``), and the log
-    has ``run.paused`` then ``run.resumed``; it is cancelled at the end."""
-    done = noop_settled(drv)
-    pause = drv.post(f"/runs/{enc(done)}:pause", json={})
-    assert pause.status_code != 404, "blocked: pause is not mounted"
-    assert pause.status_code == 409 and code_of(pause) == "run_terminal", pause.text
-    resume = drv.post(f"/runs/{enc(done)}:resume", json={})
-    assert resume.status_code == 409 and code_of(resume) == "run_terminal", resume.text
-
-    fixture_listed(discovery(anon), DELAY)
-    run_id = created(drv, {"workflowId": DELAY, "inputs": {"delayMs": 15000}})
-    try:
-        settled(drv, run_id, "running", *TERMINAL, timeout=5.0)
-        assert status_of(drv, run_id) == "running", "blocked: conformance-delay did not run"
-        paused = drv.post(f"/runs/{enc(run_id)}:pause", json={"reason": "conformance", "drainPolicy": "immediate"})
-        assert paused.status_code == 202, paused.text
-        assert paused.json()["runId"] == run_id and paused.json()["status"] == "paused"
-        twice = drv.post(f"/runs/{enc(run_id)}:pause", json={})
-        assert twice.status_code == 409 and code_of(twice) == "run_state_conflict", twice.text
-        assert envelope(twice)["details"]["runStatus"] == "paused"
-        resumed = drv.post(f"/runs/{enc(run_id)}:resume", json={"reason": "conformance"})
-        assert resumed.status_code == 202 and resumed.json()["status"] == "running", resumed.text
-        types = [e["type"] for e in poll(drv, run_id)["events"]]
-        assert "run.paused" in types and "run.resumed" in types[types.index("run.paused") + 1 :], types
-    finally:
-        drv.post(f"/runs/{enc(run_id)}/cancel", json={"reason": "conformance cleanup"})
-
-
-def test_v2_run_options_limits(drv: httpx.Client) -> None:
-    """v2-run-options-limits: leg 1 101 tags, a 257-character tag and an unknown root key are each ``400
-    validation_error``; leg 2 odd tags and nested metadata create (201) and read back exactly."""
-    for extra in (
-        {"tags": [f"t{i}" for i in range(101)]},
-        {"tags": ["y" * 257]},
-        {"conformanceUnknownRootKey": 1},
-    ):
-        answer = drv.post("/runs", json={"workflowId": NOOP, **extra})
-        assert answer.status_code == 400 and code_of(answer) == "validation_error", (extra, answer.text)
-        envelope(answer)
-    tags = ["has space", "emoji 🚀", "slash/colon:pipe|", "UPPER-and_under", "x" * 256]
-    metadata = {"nested": {"a": 1, "b": [1, "2", None, True]}, "s": "unicode ∞ ok", "n": 0}
-    run_id = created(drv, {"workflowId": NOOP, "tags": tags, "metadata": metadata})
-    snapshot = drv.get(f"/runs/{enc(run_id)}")
-    assert snapshot.status_code == 200
-    assert snapshot.json()["tags"] == tags and snapshot.json()["metadata"] == metadata
-
-
-def test_v2_sse_last_event_id(host: Host, key: str, drv: httpx.Client) -> None:
-    """v2-sse-last-event-id: a settled noop run's debug stream; leg 1 200, frames with integer rising ids, closed by
-    the server; leg 2 ``Last-Event-ID: <first>`` resumes with exactly the later ids; leg 3 ``<last>`` is 200 with
-    no frame, closed by the server; leg 4 a bogus mode names ``values`` in ``details.supported``, and ``values``
-    with ``Last-Event-ID`` opens with a ``state.snapshot`` frame."""
-    run_id = noop_settled(drv)
-    path = f"/runs/{enc(run_id)}/events?streamMode=debug"
-    full = subscribe(host, key, path)
-    assert full.status == 200 and full.frames and full.closed_by == "server"
-    ids = full.ids
-    assert len(ids) == len(full.frames), "every frame carries an integer id"
-    assert ids == sorted(ids) and len(set(ids)) == len(ids)
-    resumed = subscribe(host, key, path, last_event_id=str(ids[0]))
-    assert resumed.status == 200 and resumed.ids == [i for i in ids if i > ids[0]]
-    tail = subscribe(host, key, path, last_event_id=str(ids[-1]))
-    assert tail.status == 200 and tail.frames == [] and tail.closed_by == "server"
-
-    bogus = drv.get(f"/runs/{enc(run_id)}/events?streamMode=bogus", headers={"Accept": "text/event-stream"})
-    assert "values" in bogus.json()["details"]["supported"], "leg 4 is inapplicable without values"
-    values = subscribe(host, key, f"/runs/{enc(run_id)}/events?streamMode=values", last_event_id=str(ids[0]))
-    assert values.status == 200 and values.frames and values.frames[0].get("event") == "state.snapshot"
-
-
-def _stream_answer(host: Host, key: str, drv: httpx.Client, path: str, last: str | None = None) -> tuple[int, Any]:
-    """The suite's ``answer``: a stream request's status and, when not 200, its error code (read through the driver
-    with ``Accept: text/event-stream``: the refusal is JSON even then)."""
-    probe = subscribe(host, key, path, timeout=5.0, last_event_id=last)
-    if probe.status == 200:
-        return 200, None
-    headers = {"Accept": "text/event-stream", **({"Last-Event-ID": last} if last is not None else {})}
-    return probe.status, code_of(drv.get(path, headers=headers))
-
-
-def test_v2_sse_last_event_id_cursor(host: Host, key: str, drv: httpx.Client, tenant_b_key: str) -> None:
-    """v2-sse-last-event-id-cursor: leg 1 ``Last-Event-ID`` past the log is 200, no frame, server-closed; leg 2
-    ``abc`` is ``400 validation_error`` (or accepted: recorded, not failed); leg 3 an unknown own-tenant run,
-    a forged foreign one and tenant B's existing run are each refused, the same with ``Last-Event-ID`` 0 (and
-    1000) as without."""
-    run_id = noop_settled(drv)
-    path = f"/runs/{enc(run_id)}/events?streamMode=debug"
-    full = subscribe(host, key, path)
-    assert full.status == 200 and full.ids, "blocked: no numbered frames"
-    past = subscribe(host, key, path, last_event_id=str(max(full.ids) + 1000))
-    assert past.status == 200 and past.frames == [] and past.closed_by == "server"
-
-    status, code = _stream_answer(host, key, drv, path, "abc")
-    if status != 200:
-        assert (status, code) == (400, "validation_error")
-
-    unknown = f"{run_id.partition('/')[0]}/openwopconformanceunknown{base36(time.time_ns() // 1_000_000)}"
-    with host.client(tenant_b_key) as b:
-        b.headers.update({"Accept": "application/json", "OpenWOP-Version": "2.0"})
-        theirs = noop_settled(b)
-    assert theirs.partition("/")[0] != run_id.partition("/")[0], "blocked: tenant B is tenant A"
-    for other, cursors in ((unknown, ["0"]), (FOREIGN_RUN_ID, ["0"]), (theirs, ["0", "1000"])):
-        other_path = f"/runs/{enc(other)}/events?streamMode=debug"
-        without = _stream_answer(host, key, drv, other_path)
-        assert without[0] != 200, other
-        for cursor in cursors:
-            assert _stream_answer(host, key, drv, other_path, cursor) == without, (other, cursor)
 
 
 # beside the floor ---------------------------------------------------------------------------------

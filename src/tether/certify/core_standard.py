@@ -88,7 +88,9 @@ def era_key(leg: Leg) -> None:
     doc = leg.session.discovery()
     with leg.session.client(leg.session.key) as drv:
         run_id = created(drv, {"workflowId": NOOP})
-        leg.equal(drv.get(f"/runs/{enc(run_id)}").json().get("eventLogSchemaVersion"), 3, "a new run's era")
+        snapshot = drv.get(f"/runs/{enc(run_id)}")
+        leg.equal(snapshot.status_code, 200, "reading a new run")
+        leg.equal(snapshot.json().get("eventLogSchemaVersion"), 3, "a new run's era")
         era = doc.get("eventLogSchemaVersion")
         leg.expect(isinstance(era, int) and not isinstance(era, bool) and era == 3, "the root's era is the integer 3")
         fresh = created(drv, {"workflowId": NOOP})
@@ -139,11 +141,18 @@ def poll_cursor_v2(leg: Leg) -> None:
         page = poll(drv, run_id)
         leg.equal(sorted(page), ["events", "isTerminal", "lastSequence", "runId", "status"], "the poll answer's keys")
         leg.equal(page["runId"], run_id, "the poll answer's runId")
+        leg.expect(isinstance(page["events"], list), "events is a list")
+        last = page["lastSequence"]
+        leg.expect(isinstance(last, int) and last >= -1, "lastSequence is an integer, at least -1")
+        leg.expect(isinstance(page["status"], str) and isinstance(page["isTerminal"], bool), "status and isTerminal")
         sequences = [e["sequence"] for e in page["events"]]
-        leg.expect(sequences and max(sequences) <= page["lastSequence"], "no event past lastSequence")
+        leg.expect(sequences and max(sequences) <= last, "no event past lastSequence")
         leg.equal(sequences[0], 0, "the first sequence")
-        after = poll(drv, run_id, f"&afterSequence={sequences[0]}")
-        leg.equal(after["events"], page["events"][1:], "afterSequence is exclusive")
+        first = sequences[0]
+        after = poll(drv, run_id, f"&afterSequence={first}")
+        leg.expect(all(e["sequence"] > first for e in after["events"]), "afterSequence is exclusive")
+        again = poll(drv, run_id)["events"]
+        leg.equal(after["events"], [e for e in again if e["sequence"] > first], "afterSequence skips only up to it")
         past = poll(drv, run_id, f"&afterSequence={page['lastSequence'] + 1000}")
         leg.equal(past["events"], [], "past the end")
 
@@ -154,11 +163,13 @@ def run_cancel(leg: Leg) -> None:
         done = noop_settled(drv)
         again = drv.post(f"/runs/{enc(done)}/cancel", json={})
         leg.equal((again.status_code, code_of(again)), (409, "run_terminal"), "cancelling a settled run")
+        leg.valid("v2/error-envelope", again.json(), "the refusal")
         fixture_listed(leg.session.discovery(), CANCELLABLE)
         run_id = created(drv, {"workflowId": CANCELLABLE, "inputs": {"delayMs": 15000}})
         settled(drv, run_id, "running", timeout=5.0)
         answer = drv.post(f"/runs/{enc(run_id)}/cancel", json={"reason": "conformance"})
         leg.equal(answer.status_code, 200, "cancelling a running run")
+        leg.equal(answer.json().get("runId"), run_id, "the cancel answer's runId")
         leg.expect(answer.json().get("status") in ("cancelling", "cancelled"), "the cancel answer's status")
         settled(drv, run_id, "cancelled", timeout=5.0)
         leg.expect("run.cancelled" in [e["type"] for e in poll(drv, run_id)["events"]], "the log has run.cancelled")
@@ -172,12 +183,14 @@ def run_bulk_cancel(leg: Leg) -> None:
         if capped.status_code == 404:
             leg.blocked("bulk-cancel is not mounted")
         leg.equal((capped.status_code, code_of(capped)), (400, "validation_error"), "101 ids")
+        leg.valid("v2/error-envelope", capped.json(), "the refusal")
         limit = (capped.json().get("details") or {}).get("maxRunIds")
         leg.expect(isinstance(limit, int) and 1 <= limit <= 100, "details.maxRunIds is in 1..100")
         named = [created(drv, {"workflowId": NOOP}), FOREIGN_RUN_ID, created(drv, {"workflowId": NOOP})]
         answer = drv.post("/runs:bulk-cancel", json={"runIds": named, "reason": "conformance"})
     leg.equal(answer.status_code, 200, "bulk cancel")
     results = answer.json().get("results") or []
+    leg.equal(len(results), 3, "one result per id")
     leg.equal([r.get("runId") for r in results], named, "results in request order")
     leg.expect(results[1].get("ok") is False, "the foreign entry is ok: false")
     leg.valid("v2/error-envelope", results[1].get("error"), "the foreign entry's error")
@@ -205,6 +218,7 @@ def run_pause_resume(leg: Leg) -> None:
                 leg.blocked("conformance-delay did not run")
             paused = drv.post(f"/runs/{enc(run_id)}:pause", json={"reason": "conformance", "drainPolicy": "immediate"})
             leg.equal((paused.status_code, paused.json().get("status")), (202, "paused"), "pausing a running run")
+            leg.equal(paused.json().get("runId"), run_id, "the pause answer's runId")
             twice = drv.post(f"/runs/{enc(run_id)}:pause", json={})
             leg.equal((twice.status_code, code_of(twice)), (409, "run_state_conflict"), "pausing twice")
             leg.equal((twice.json().get("details") or {}).get("runStatus"), "paused", "details.runStatus")
@@ -222,13 +236,15 @@ def run_options_limits(leg: Leg) -> None:
     with leg.session.client(leg.session.key) as drv:
         for extra in ({"tags": [f"t{i}" for i in range(101)]}, {"tags": ["y" * 257]}, {"conformanceUnknownRootKey": 1}):
             answer = drv.post("/runs", json={"workflowId": NOOP, **extra})
-            leg.equal(
-                (answer.status_code, code_of(answer)), (400, "validation_error"), f"a run with {next(iter(extra))}"
-            )
+            what = f"a run with {next(iter(extra))}"
+            leg.equal((answer.status_code, code_of(answer)), (400, "validation_error"), what)
+            leg.valid("v2/error-envelope", answer.json(), what)
         tags = ["has space", "emoji \U0001f680", "slash/colon:pipe|", "UPPER-and_under", "x" * 256]
         metadata = {"nested": {"a": 1, "b": [1, "2", None, True]}, "s": "unicode \u221e ok", "n": 0}
         run_id = created(drv, {"workflowId": NOOP, "tags": tags, "metadata": metadata})
-        snapshot = drv.get(f"/runs/{enc(run_id)}").json()
+        read = drv.get(f"/runs/{enc(run_id)}")
+    leg.equal(read.status_code, 200, "reading the run")
+    snapshot = read.json()
     leg.equal(snapshot.get("tags"), tags, "tags read back")
     leg.equal(snapshot.get("metadata"), metadata, "metadata reads back")
 

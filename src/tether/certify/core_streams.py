@@ -52,6 +52,11 @@ class _Exercise:
         ]
 
 
+def _bare(value: str) -> str:
+    """The part of an id after its tenant."""
+    return value.partition("/")[2] if "/" in value else value
+
+
 def _register(leg: Leg, drv: Any, url: str, events: list[str]) -> str:
     answer = drv.post("/webhooks", json={"url": url, "events": events})
     if answer.status_code == 400 and code_of(answer) == "webhook_url_rejected":
@@ -71,6 +76,7 @@ def _exhausted(leg: Leg, ex: _Exercise, max_attempts: Any, wait: float) -> list[
         page = ex.drv.get(f"/webhooks/{project(ex.webhook_id)}/dead-letters")
         if page.status_code != 200:
             raise Failed(f"the dead-letter read answered {page.status_code}")
+        leg.valid("v2/webhook-dead-letter-page", page.json(), "the dead-letter page")
         rows: list[dict[str, Any]] = page.json()["deliveries"]
         return rows if any(row.get("runId") == ex.run_id for row in rows) else None
 
@@ -117,8 +123,10 @@ def webhook_durable_delivery(leg: Leg) -> None:
             never.register(["run.completed"])
             never.run()
             rows = _exhausted(leg, never, max_attempts, wait)
+            leg.expect(rows, "the exhausted delivery is listed")
             leg.expect(all(not {"body", "headers", "secret"} & set(row) for row in rows), "dead letters hold no body")
         webhook_id = _register(leg, drv, "https://subscriber.invalid/hook", ["run.completed"])
+        leg.expect("/" in webhook_id, f"{webhook_id!r} is tenant-bound")
         live = drv.get(f"/webhooks/{project(webhook_id)}/dead-letters")
         leg.equal(drv.delete(f"/webhooks/{enc(webhook_id)}").status_code, 204, "unregistering")
         leg.equal(live.status_code, 200, "the dead-letter read of an unreachable subscription")
@@ -134,8 +142,17 @@ def webhook_durable_delivery(leg: Leg) -> None:
             healthy.run(timeout=30.0)
             want = {e["sequence"] for e in poll(drv, healthy.run_id)["events"] if e["type"] in wanted_types}
             leg.expect(want, "the run logged subscribed events")
+            path, run_id, webhook_id = healthy.path, _bare(healthy.run_id), _bare(healthy.webhook_id)
+
+            def delivered() -> set[int | None]:
+                return {
+                    a.sequence
+                    for a in receiver.attempts(path)
+                    if a.run_id and _bare(a.run_id) == run_id and _bare(a.webhook_id) == webhook_id
+                }
+
             wait_for(
-                lambda: not want - {a.sequence for a in healthy.ours()},
+                lambda: not want - delivered(),
                 timeout=wait,
                 what="every subscribed event delivered",
             )
@@ -154,6 +171,7 @@ def sse_last_event_id(leg: Leg) -> None:
         leg.equal(len(ids), len(full.frames), "every frame carries an integer id")
         leg.expect(ids == sorted(ids) and len(set(ids)) == len(ids), "ids rise strictly")
         resumed = subscribe(session, key, path, last_event_id=str(ids[0]))
+        leg.equal(resumed.status, 200, "the resumed stream")
         leg.equal(resumed.ids, [i for i in ids if i > ids[0]], "Last-Event-ID resumes after it")
         tail = subscribe(session, key, path, last_event_id=str(ids[-1]))
         leg.expect(
@@ -164,6 +182,7 @@ def sse_last_event_id(leg: Leg) -> None:
         if "values" not in supported:
             leg.inapplicable("leg 4 needs the values mode")
         values = subscribe(session, key, f"/runs/{enc(run_id)}/events?streamMode=values", last_event_id=str(ids[0]))
+        leg.equal(values.status, 200, "the values stream")
         leg.expect(values.frames and values.frames[0].get("event") == "state.snapshot", "values opens with a snapshot")
 
 

@@ -34,6 +34,8 @@ def preferred_version_default(leg: Leg) -> None:
     listed = doc.get("protocolVersions") or []
     leg.expect(isinstance(preferred, str) and VERSION.fullmatch(preferred), "preferredVersion is a major.minor")
     leg.expect(preferred in listed, "preferredVersion is a member of protocolVersions")
+    if len(listed) == 1:
+        leg.equal(doc.get("protocolVersion", preferred), preferred, "a lone major's protocolVersion")
     with leg.session.client(driver=False) as raw:
         bare = raw.get("/.well-known/openwop", headers={"Accept": "application/json"})
         leg.equal(bare.status_code, 200, "header-less discovery")
@@ -42,6 +44,7 @@ def preferred_version_default(leg: Leg) -> None:
         if str(preferred).startswith("2."):
             leg.valid("v2/capabilities", body, "the header-less document")
         else:
+            leg.expect(isinstance(body.get("protocolVersion"), str), "the v1 document names its protocolVersion")
             leg.expect(isinstance(body.get("protocolVersions"), list), "the v1 document lists protocolVersions")
             leg.expect(isinstance(body.get("preferredVersion"), str), "the v1 document names preferredVersion")
         probe = raw.get(
@@ -66,6 +69,8 @@ def version_header_honored(leg: Leg) -> None:
         if not any(v.startswith("1.") for v in listed):
             one = raw.get("/.well-known/openwop", headers={**headers, "OpenWOP-Version": "1"})
             leg.equal((one.status_code, code_of(one)), (406, "protocol_version_unsupported"), "major 1 unlisted")
+            named = sorted((one.json().get("details") or {}).get("protocolVersions") or [])
+            leg.equal(named, sorted(listed), "the 406 names the listed versions")
     leg.equal(asked.status_code, 200, "discovery asked for 2.0")
     leg.expect(asked.content != bare.content, "the 2.0 document differs from the header-less one")
     majors = {v.split(".")[0] for v in listed}
