@@ -54,7 +54,7 @@ class SchemaDir:
             import referencing
             import referencing.jsonschema
         except ImportError as exc:  # a runtime extra, not a dependency of the host
-            raise RuntimeError("checking against the official schemas needs: pip install jsonschema") from exc
+            raise RuntimeError("checking against the official schemas needs jsonschema: pip install 'tether[certify]'") from exc
         self._folder = folder
         self._jsonschema: Any = jsonschema
         resources = []

@@ -9,6 +9,8 @@ One module per command group, each a ``click`` group that ``main`` adds to the r
 - ``main``: the root group, its error handling and the console-script entry point
 - ``serve``: ``tether serve``, and ``serve_settings`` for embedding the host
 - ``keys``, ``credentials``: on the store directly (they work before a first ``serve``)
+- ``certify``: the host's own check of the v2 profiles' floors, over its REST API, and a bundle
+  signed with the certification key kept in its store (``certify keys`` lists and rotates it)
 - ``workflows``, ``runs``, ``push``: on a running host, through its REST API
 
 and what they share:
