@@ -54,7 +54,8 @@ class SchemaDir:
             import referencing
             import referencing.jsonschema
         except ImportError as exc:  # a runtime extra, not a dependency of the host
-            raise RuntimeError("checking against the official schemas needs jsonschema: pip install 'tether[certify]'") from exc
+            needs = "checking against the official schemas needs jsonschema: pip install 'tether[certify]'"
+            raise RuntimeError(needs) from exc
         self._folder = folder
         self._jsonschema: Any = jsonschema
         resources = []
