@@ -53,23 +53,33 @@ def interrupt_token_scheme(leg: Leg) -> None:
     leg.valid("v2/error-envelope", unheld.json(), "the refusal")
 
 
+#: the kinds of outbound effect a manifest row may declare
+SEAM_KINDS = ("http", "queue", "storage", "provider-sdk", "webhook-fanout")
+
+
 def effect_seam_manifest(leg: Leg) -> None:
-    """The effect-seam manifest validates, names the facet's path, and every row is guarded with a ``guardedBy``."""
+    """``GET /host/effect-seams`` validates, lists at least one seam, every row guarded with a ``guardedBy`` and of a
+    known kind, a ``branchReFires`` row only with the ``branch`` mode; the facet names the constant address."""
     doc = leg.session.discovery()
     replay = doc.get("replay")
     if not isinstance(replay, dict):
         leg.inapplicable("the replay family is not advertised: this host does not serve replay and the effect ledger")
-    path = replay.get("effectSeamsManifest")
-    leg.equal(path, "/host/effect-seams", "replay.effectSeamsManifest")
     with leg.session.client(leg.session.key) as drv:
-        answer = drv.get(str(path))
-    leg.equal(answer.status_code, 200, f"GET {path}")
+        answer = drv.get("/host/effect-seams")
+    leg.equal(answer.status_code, 200, "GET /host/effect-seams")
     manifest: Any = answer.json()
     leg.valid("v2/effect-seam-manifest", manifest, "the effect-seam manifest")
     rows = manifest.get("seams") if isinstance(manifest, dict) else None
-    leg.expect(isinstance(rows, list) and rows, "the manifest lists seams")
+    leg.expect(isinstance(rows, list) and rows, "the manifest lists at least one seam")
+    modes: list[Any] = replay["modes"] if isinstance(replay.get("modes"), list) else []
     for row in rows or []:
-        leg.expect(row.get("guarded") is True and row.get("guardedBy"), f"seam {row.get('id')!r} is guarded")
+        name = row.get("seam")
+        leg.expect(row.get("guarded") is True, f"seam {name!r} is guarded")
+        leg.expect(isinstance(row.get("guardedBy"), str) and row["guardedBy"], f"seam {name!r} names its guard")
+        leg.expect(row.get("kind") in SEAM_KINDS, f"seam {name!r} is of a known kind, not {row.get('kind')!r}")
+        if row.get("branchReFires") is True:
+            leg.expect("branch" in modes, f"seam {name!r} re-fires on branch, so the branch mode is offered")
+    leg.equal(replay.get("effectSeamsManifest"), "/host/effect-seams", "replay.effectSeamsManifest")
 
 
 def idempotency_key_grammar(leg: Leg) -> None:

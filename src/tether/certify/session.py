@@ -126,6 +126,8 @@ class Session:
     receiver: WebhookReceiver | None = None
     verify: bool | str = True
     timeout: float = 10.0
+    #: how requests reach the host (``None``: the network); tests of the checks themselves pass a fake host
+    transport: httpx.BaseTransport | None = None
     _discovery: dict[str, Any] | None = field(default=None, repr=False)
 
     @contextmanager
@@ -134,7 +136,9 @@ class Session:
         headers = {"Accept": "application/json", "OpenWOP-Version": "2.0"} if driver else {}
         if key is not None:
             headers["Authorization"] = f"Bearer {key}"
-        with httpx.Client(base_url=self.url, headers=headers, timeout=self.timeout, verify=self.verify) as client:
+        with httpx.Client(
+            base_url=self.url, headers=headers, timeout=self.timeout, verify=self.verify, transport=self.transport
+        ) as client:
             yield client
 
     def discovery(self) -> dict[str, Any]:
