@@ -26,7 +26,7 @@ class EffectProvider:
         self.keys: list[str | None] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="tether-certify-provider", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="certify-provider", daemon=True)
 
     def __enter__(self) -> EffectProvider:
         self._thread.start()
