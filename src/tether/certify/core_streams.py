@@ -96,7 +96,7 @@ def webhook_durable_delivery(leg: Leg) -> None:
         leg.inapplicable("the webhooks family is not advertised")
     receiver = leg.session.receiver
     if receiver is None:
-        leg.blocked("no webhook receiver: certify has no public https receiver of its own; give it one")
+        leg.blocked("no webhook receiver the host can reach was given (--receiver-listen, --receiver-url)")
     policy = family.get("retryPolicy") or {}
     max_attempts = policy.get("maxAttempts")
     fail_first = 2 if not isinstance(max_attempts, int) else max(1, min(2, max_attempts - 1))

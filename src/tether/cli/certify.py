@@ -8,6 +8,7 @@ host's v2 discovery ``signingKeys[]``. ``tether certify keys`` lists and rotates
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from pathlib import Path
@@ -93,6 +94,20 @@ def _relaxation(value: str) -> dict[str, str]:
     help="What --build-id names [default: commit with --build-id, else artifact-sha256].",
 )
 @click.option("--build-id", help="The host's build id [default: SHA-256 of this install's tether package].")
+@click.option(
+    "--receiver-listen",
+    metavar="HOST:PORT",
+    help="Run a webhook receiver here for the durable-delivery file (without one, that file is blocked).",
+)
+@click.option(
+    "--receiver-url",
+    help="The public https URL the host reaches that receiver at (a tunnel to --receiver-listen) "
+    "[default: the listen address itself].",
+)
+@click.option("--receiver-certfile", type=click.Path(dir_okay=False, exists=True), help="Serve the receiver with TLS.")
+@click.option(
+    "--receiver-keyfile", type=click.Path(dir_okay=False, exists=True), help="The key of --receiver-certfile."
+)
 @click.option("--relaxation", "relaxations", multiple=True, help="A relaxation the host runs under: OBLIGATION=REASON.")
 @click.option("--skip", "skipped", multiple=True, help="A floor file not to run (recorded as skipped).")
 @_secret_key_option
@@ -107,6 +122,10 @@ def certify(
     out: Path,
     build_kind: str | None,
     build_id: str | None,
+    receiver_listen: str | None,
+    receiver_url: str | None,
+    receiver_certfile: str | None,
+    receiver_keyfile: str | None,
     relaxations: tuple[str, ...],
     skipped: tuple[str, ...],
     secret_key_file: Path | None,
@@ -136,16 +155,22 @@ def certify(
     signing = local.run(lambda store: ensure_signing_key(store, box))
     session = Session(url, key, tenant_b_key=tenant_b_key, schemas=SchemaDir(schemas) if schemas else None)
     build = Build(build_kind or ("commit" if build_id else "artifact-sha256"), build_id or package_digest())
-    try:
-        bundle = run(
-            session,
-            build=build,
-            signer=(unsealed(signing, box), signing.key_id),
-            relaxations=declared,
-            skip=frozenset(skipped),
-        )
-    except RuntimeError as exc:
-        fail(f"error: {exc}")
+    with contextlib.ExitStack() as stack:
+        if receiver_listen is not None:
+            from tether.certify._receiver import ScopedReceiver
+
+            tls = {"certfile": receiver_certfile, "keyfile": receiver_keyfile}
+            session.receiver = stack.enter_context(ScopedReceiver(receiver_listen, receiver_url, **tls))
+        try:
+            bundle = run(
+                session,
+                build=build,
+                signer=(unsealed(signing, box), signing.key_id),
+                relaxations=declared,
+                skip=frozenset(skipped),
+            )
+        except RuntimeError as exc:
+            fail(f"error: {exc}")
     out.write_text(json.dumps(bundle, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     totals = bundle["results"]["totals"]
     click.echo(f"wrote {out}: {', '.join(f'{v} {k}' for k, v in totals.items())}; signed with {signing.key_id}")
