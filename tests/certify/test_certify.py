@@ -213,6 +213,14 @@ def test_a_rotated_key_stays_published_as_retired(start_host: Hosts[InProcessHos
     host.restart()
     assert v2_root(host.url)["signingKeys"] == first, "made once per store"
 
+    stranger = tmp_path / "other.key"
+    stranger.write_bytes(b"k" * 32)
+    refused = run_cli(
+        "certify", "keys", "rotate", "--secret-key-file", str(stranger), data_dir=host.data_dir, check=False
+    )
+    assert refused.returncode == 1 and "does not open with this host key" in refused.stderr, refused
+    assert v2_root(host.url)["signingKeys"] == first, "a refused rotation changes nothing"
+
     rotated = run_cli("certify", "keys", "rotate", data_dir=host.data_dir)
     assert first[0]["keyId"] in rotated.stdout
     doc = v2_root(host.url)

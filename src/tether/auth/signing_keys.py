@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -139,6 +140,7 @@ async def ensure_signing_key(store: Store, box: SecretBox) -> SigningKey:
 async def rotate_signing_key(store: Store, box: SecretBox) -> tuple[SigningKey, SigningKey]:
     """Retire the signing key for a new one; (retired, new). Raises ``Conflict`` if a concurrent rotation won."""
     current = await ensure_signing_key(store, box)
+    unsealed(current, box)  # a key sealed with another host key would never open on the hosts: refuse first
     made = await _new_key(store, box)
     record = orjson.dumps({"keyId": made, "at": clock.now_iso()}).decode()
     stored = await store.claim_setting(f"{_PREFIX}next:{current.key_id}", record)
@@ -150,7 +152,12 @@ async def rotate_signing_key(store: Store, box: SecretBox) -> tuple[SigningKey, 
 
 def unsealed(key: SigningKey, box: SecretBox) -> Ed25519PrivateKey:
     """The private half, opened for one signing (raises if the host key is not the one that sealed it)."""
-    seed = unb64url(box.open(key.sealed, context=_context(key.key_id)))
+    try:
+        seed = unb64url(box.open(key.sealed, context=_context(key.key_id)))
+    except InvalidTag as exc:
+        raise ValueError(
+            f"signing key {key.key_id} does not open with this host key: use the host key the store's hosts use"
+        ) from exc
     private = Ed25519PrivateKey.from_private_bytes(seed)
     public = private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     if b64url(public) != key.public_key:

@@ -153,6 +153,10 @@ def certify(
     local = LocalStore(data_dir, database_url, implicit=source is click.core.ParameterSource.DEFAULT)
     box = SecretBox(_host_key(local, secret_key_file))
     signing = local.run(lambda store: ensure_signing_key(store, box))
+    try:
+        private = unsealed(signing, box)
+    except ValueError as exc:
+        fail(f"error: {exc} (--secret-key-file)")
     session = Session(url, key, tenant_b_key=tenant_b_key, schemas=SchemaDir(schemas) if schemas else None)
     build = Build(build_kind or ("commit" if build_id else "artifact-sha256"), build_id or package_digest())
     with contextlib.ExitStack() as stack:
@@ -165,7 +169,7 @@ def certify(
             bundle = run(
                 session,
                 build=build,
-                signer=(unsealed(signing, box), signing.key_id),
+                signer=(private, signing.key_id),
                 relaxations=declared,
                 skip=frozenset(skipped),
             )
@@ -220,5 +224,8 @@ def keys_rotate(secret_key_file: Path | None, local: LocalStore) -> None:
     from tether.secrets import SecretBox
 
     box = SecretBox(_host_key(local, secret_key_file))
-    retired, made = local.run(lambda store: rotate_signing_key(store, box))
+    try:
+        retired, made = local.run(lambda store: rotate_signing_key(store, box))
+    except ValueError as exc:
+        fail(f"error: {exc} (--secret-key-file)")
     click.echo(f"retired {retired.key_id} at {retired.retired_at}; bundles are now signed with {made.key_id}")
