@@ -161,7 +161,7 @@ def certify(
     build = Build(build_kind or ("commit" if build_id else "artifact-sha256"), build_id or package_digest())
     with contextlib.ExitStack() as stack:
         if receiver_listen is not None:
-            from tether.certify._receiver import ScopedReceiver
+            from tether.certify import ScopedReceiver
 
             tls = {"certfile": receiver_certfile, "keyfile": receiver_keyfile}
             session.receiver = stack.enter_context(ScopedReceiver(receiver_listen, receiver_url, **tls))
