@@ -62,6 +62,7 @@ from tether.openwop.callbacks import callback_projector
 from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
 from tether.openwop.v2 import control as v2_control
+from tether.openwop.v2 import effects as v2_effects
 from tether.openwop.v2 import events as v2_events
 from tether.openwop.v2 import interrupts as v2_interrupts
 from tether.openwop.v2 import runs as v2_runs
@@ -351,7 +352,14 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
         app.include_router(router)
     # major 2 on the unversioned paths, documented at /openapi.json (/v1/openapi.json documents major 1 only),
     # in a table of its own that only major-2 requests are matched against, ahead of all the others
-    v2_routers = (v2_runs.router, v2_events.router, v2_interrupts.router, v2_control.router, v2_webhooks.router)
+    v2_routers = (
+        v2_runs.router,
+        v2_events.router,
+        v2_interrupts.router,
+        v2_control.router,
+        v2_webhooks.router,
+        v2_effects.router,
+    )
     v2 = APIRouter()
     for router in (*v2_routers, catalog_router(v2_routers)):
         v2.include_router(router)
