@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+from datetime import timedelta
 
 import orjson
 import pytest
 from store_records import TENANT, at, callback_fanout, create_run, run_row
 
+from tether import clock
+from tether.engine.retention import Retention
 from tether.store.base import Commit, EffectClaim, EffectRecord, EventRow, Store
 
 pytestmark = pytest.mark.timeout(60)
@@ -85,3 +89,13 @@ async def test_old_ledger_rows_are_purged_in_batches(store: Store) -> None:
     assert await store.purge_effects(at(50), 2) == 2
     assert await store.purge_effects(at(50), 2) == 1
     assert [r.effect_id for r in await store.list_effects(run.run_id)] == ["eff_new0000000000000"]
+
+
+async def test_retention_keeps_ledger_rows_two_weeks_even_when_runs_go_sooner(store: Store) -> None:
+    run = await create_run(store)
+    now = clock.now()
+    for ident, days in (("eff_fifteen_days_ago", 15), ("eff_thirteen_days_ago", 13)):
+        when = clock.iso(now - timedelta(days=days))
+        await store.claim_effect(replace(claim(run.run_id, ident), at=when))
+    await Retention(store, window=1.0).purge_once()  # runs go after a second; the ledger stays 14 days
+    assert [r.effect_id for r in await store.list_effects(run.run_id)] == ["eff_thirteen_days_ago"]
