@@ -62,6 +62,7 @@ from tether.openwop.callbacks import callback_projector
 from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
 from tether.openwop.v2 import control as v2_control
+from tether.openwop.v2 import effect_seams as v2_effect_seams
 from tether.openwop.v2 import effects as v2_effects
 from tether.openwop.v2 import events as v2_events
 from tether.openwop.v2 import interrupts as v2_interrupts
@@ -347,6 +348,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
         a2a_routes.router,
         handoff_router,
         a2a_routes.seams_router(settings.enable_test_seams),
+        v2_effect_seams.effect_seams_router(settings.enable_test_seams),
     ]
     for router in routers:
         app.include_router(router)

@@ -82,8 +82,16 @@ class Seam:
 _HANDOFF_LOG = "tether.engine.handoff (the peer's task is recorded in the run's log, a2a.handoff.accepted"
 _OUTBOX = "tether.egress.outbox (a delivery is enqueued by the commit of the event that causes it"
 
-#: every outbound effect path of the engine, in the order the manifest lists them
+#: every outbound effect path of the engine, in the order the manifest lists them (the first is the one
+#: the conformance seam ``effect-seams/fire`` drives without a receiver of the suite's: a run's callback)
 SEAMS: Final[tuple[Seam, ...]] = (
+    Seam(
+        CALLBACK,
+        "http",
+        f"{_OUTBOX}; fixed history enqueues nothing)",
+        True,
+        "A run's callbackUrl delivery; Idempotency-Key is the delivery's id.",
+    ),
     Seam(
         HANDOFF_SEND,
         "http",
@@ -118,13 +126,6 @@ SEAMS: Final[tuple[Seam, ...]] = (
         f"{_OUTBOX}; fixed history enqueues nothing)",
         True,
         "A2A push notifications to registered push configs; Idempotency-Key is the delivery's id.",
-    ),
-    Seam(
-        CALLBACK,
-        "http",
-        f"{_OUTBOX}; fixed history enqueues nothing)",
-        True,
-        "A run's callbackUrl delivery; Idempotency-Key is the delivery's id.",
     ),
 )
 
