@@ -662,4 +662,5 @@ FROM outbox o WHERE o.run_id = $1 AND o.attempts > 0
 ORDER BY 9, 1, 2;
 
 -- name: purge_effects
-DELETE FROM effects WHERE ctid IN (SELECT ctid FROM effects WHERE at < $1 LIMIT $2);
+-- Ledger rows older than $1, oldest first, at most $2 (a purge batch, like purge_runs).
+DELETE FROM effects WHERE (effect_id, attempt) IN (SELECT effect_id, attempt FROM effects WHERE at < $1 ORDER BY at LIMIT $2);
