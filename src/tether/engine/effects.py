@@ -167,15 +167,16 @@ class EffectLedger:
 
         The claim is written before the block runs (before anything leaves the host). A block
         that returns settles it ``completed``; one that raises settles it ``released`` (the
-        provider gave no answer, or refused); a host that dies inside leaves it claimed, and the
-        next attempt releases it.
+        provider gave no answer, or refused). A host that dies inside, or stops (the block is
+        cancelled), leaves it claimed: whether the provider had it is unknown, and the next
+        attempt releases it.
         """
         ident = effect_id(tenant, run_id, node_id, seam, ordinal)
         claim = EffectClaim(ident, tenant, run_id, node_id, seam, keying, provider_key, clock.now_iso())
         number = await self._store.claim_effect(claim)
         try:
             yield EffectAttempt(ident, number, provider_key)
-        except BaseException:
+        except Exception:
             await self._store.settle_effect(ident, number, "released")
             raise
         await self._store.settle_effect(ident, number, "completed")
