@@ -62,11 +62,14 @@ from tether.openwop.callbacks import callback_projector
 from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
 from tether.openwop.v2 import control as v2_control
+from tether.openwop.v2 import discovery as v2_discovery
 from tether.openwop.v2 import effect_seams as v2_effect_seams
 from tether.openwop.v2 import effects as v2_effects
 from tether.openwop.v2 import events as v2_events
+from tether.openwop.v2 import fork as v2_fork
 from tether.openwop.v2 import interrupts as v2_interrupts
 from tether.openwop.v2 import runs as v2_runs
+from tether.openwop.v2 import seams as v2_seams
 from tether.openwop.v2 import webhooks as v2_webhooks
 from tether.openwop.v2.catalog import catalog_router
 from tether.openwop.versions import MajorSelection, major_of
@@ -297,6 +300,8 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
                 egress.worker,
                 transports=a2a.transports,
                 families={"a2a": a2a.discovery_block()},
+                # RFC 0100's block at major 2: 1.0 on the interface whose task ids are bound run ids
+                v2_families={"a2a": v2_discovery.family("seam-gated", **a2a.v2_facets())},
             )
             dev_key = await ensure_dev_key(store)
             resumed = await engine.start()
@@ -348,6 +353,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
         a2a_routes.router,
         handoff_router,
         a2a_routes.seams_router(settings.enable_test_seams),
+        v2_seams.seams_router(settings.enable_test_seams),
         v2_effect_seams.effect_seams_router(settings.enable_test_seams),
     ]
     for router in routers:
@@ -360,6 +366,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
         v2_interrupts.router,
         v2_control.router,
         v2_webhooks.router,
+        v2_fork.router,
         v2_effects.router,
     )
     v2 = APIRouter()

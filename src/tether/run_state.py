@@ -17,6 +17,7 @@ __all__ = [
     "AskExchange",
     "DrainPolicy",
     "ErrorObject",
+    "ForkRecord",
     "HandoffRecord",
     "HandoffReply",
     "InterruptKind",
@@ -26,6 +27,7 @@ __all__ = [
     "Owner",
     "PeerTaskRecord",
     "PendingReply",
+    "RecordedEvent",
     "ResolvedInterrupt",
     "RunSnapshot",
 ]
@@ -152,6 +154,29 @@ class AskExchange(TypedDict):
     askedAt: str
 
 
+class RecordedEvent(TypedDict):
+    """One event of a source run's recorded node execution, as a replay re-emits it."""
+
+    type: str
+    payload: dict[str, Any]
+    nodeId: str
+
+
+class ForkRecord(TypedDict):
+    """What a fork knows of its source, written once when it is created."""
+
+    sourceRunId: str
+    mode: str
+    fromSeq: int
+    #: replay only: node id -> the source's events of its first execution, from ``fromSeq`` on, through its
+    #: ``node.completed`` or ``node.failed`` (nodes the source never finished are absent)
+    recorded: NotRequired[dict[str, list[RecordedEvent]]]
+    #: replay only: ``[eventId, fingerprint]`` of each source event from ``max(fromSeq, 1)`` on, to notice divergence
+    expected: NotRequired[list[list[str]]]
+    #: replay only: the sequence of its first event that differed from its source's (``replay.diverged`` names it)
+    divergedAt: NotRequired[int]
+
+
 class RunSnapshot(TypedDict):
     """A run as ``apply`` leaves it; the required keys are those of ``initial_snapshot``.
 
@@ -197,3 +222,6 @@ class RunSnapshot(TypedDict):
     completedAt: NotRequired[str]
     outputs: NotRequired[dict[str, Any]]
     error: NotRequired[ErrorObject | None]
+    #: set on a fork when it is created (``tether.engine.replay``): its source, its mode, and in a replay
+    #: the source's recorded outcomes its effecting and asking nodes are answered from
+    fork: NotRequired[ForkRecord]

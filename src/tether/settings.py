@@ -17,6 +17,7 @@ class Settings:
     public_url: str | None = None
     max_body_bytes: int = 1024 * 1024
     default_skill: str = "echo"
+    a2a_skills: tuple[str, ...] = ()  # only these workflows are A2A skills (fixtures too); empty: every loaded one
     a2a_request_timeout: float = 30.0
     a2a_file_part_bytes: int = 8 * 1024 * 1024  # the most bytes one A2A file part may carry inline
     a2a_file_message_bytes: int = 16 * 1024 * 1024  # the most file bytes one A2A message may carry in all

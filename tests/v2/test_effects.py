@@ -22,8 +22,6 @@ from schemas import openwop_validator
 from v2_wire import create, project, refused, wait_status
 
 from tether.engine.effects import SEAMS
-from tether.openwop.v2.effects import replay_facet_fields
-from tether.settings import Settings
 
 #: the manifest kinds the suite accepts (v2-effect-seam-manifest.test.ts)
 SUITE_KINDS = {"http", "queue", "storage", "provider-sdk", "webhook-fanout"}
@@ -94,9 +92,3 @@ def test_a_run_that_touched_nothing_has_an_empty_ledger_and_an_unknown_run_none(
     answer = http.get(f"/runs/{project(run['runId'])}/effects")
     assert answer.json() == {"runId": run["runId"], "effects": []}
     refused(http.get(f"/runs/{project('default/run_0000000000000000000000000000dead')}/effects"), 404, "not_found")
-
-
-def test_the_replay_facet_names_the_manifest_and_the_days_runs_are_kept() -> None:
-    assert replay_facet_fields(Settings()) == {"effectSeamsManifest": "/host/effect-seams", "retention": {"days": 30}}
-    assert replay_facet_fields(Settings(task_retention=0)) == {"effectSeamsManifest": "/host/effect-seams"}
-    assert "retention" not in replay_facet_fields(Settings(task_retention=3600.0)), "no whole day: no claim"

@@ -94,11 +94,13 @@ def test_the_v2_root_is_closed_and_validates(host: Host) -> None:
     validator.validate(root)
     assert root["eventLogSchemaVersion"] == 3 and isinstance(root["engineVersion"], int)
     assert root["interrupt"]["tokenAlgs"] == ["hs256"]
-    for v1_only in ("supportedTransports", "retention", "a2a", "webhooks"):
-        if v1_only == "webhooks" and "webhooks" in root:
-            assert "supported" not in root["webhooks"]
-            continue
+    for v1_only in ("supportedTransports", "retention"):
         assert v1_only not in root, v1_only
+    for family in ("a2a", "webhooks"):  # records at major 2: presence is the claim, there is no `supported`
+        assert "supported" not in root[family], family
+    # RFC 0100's block at major 2: 1.0 alone (0.3 stays on /v1/a2a and the v1 document)
+    assert root["a2a"]["versions"] == ["1.0"] and root["a2a"]["minimumVersion"] == "1.0"
+    assert "0.3" in v1.json()["a2a"]["protocolVersions"]
     # the suite injects each forbidden shape and expects validation to fail: the schema must see them
     for injected in (
         {"openwopConformanceUnknownRootKey": {"status": "stable", "since": "2.0", "witness": "claims-check"}},

@@ -30,7 +30,7 @@ The generations, each translating its wire to the core and back:
 
 The wire:
 
-- ``endpoint``: ``POST /v1/a2a`` and ``/v1/a2a/rest/…`` over ASGI: caller, binding, version
+- ``endpoint``: ``POST /v1/a2a``, ``/v1/a2a/rest/…`` and ``POST /a2a`` (v2's) over ASGI: caller, binding, version
 - ``jsonrpc``: the JSON-RPC 2.0 binding of both versions (envelope, stream framing, dispatch)
 - ``_asgi``: the ASGI plumbing both bindings answer through (head, body limit, answers, streams)
 - ``routes``: the REST app's A2A routes (card, task read) and the test seams' router

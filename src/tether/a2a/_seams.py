@@ -1,5 +1,9 @@
 """Test seams (``tether serve --enable-test-seams`` only): the conformance suite's routes, the hand-off's pause.
 
+They are served twice: under ``/v1/host/sample/a2a/tasks`` for the v1 suite, and under
+``/conformance/seams/sample/a2a/tasks`` (OpenWOP's v2 seams profile, which also reads the
+durable record there, in its v2 form: ``runId`` bound to its tenant).
+
 ``start`` parks a real run at an approval gate, exactly as an A2A client's task would
 be, so the suite can read its durable record. ``push-config`` checks a push URL with
 the egress guard *before* it looks the task up, as the suite's SSRF legs require
@@ -38,6 +42,8 @@ from tether.types import Principal
 __all__ = ["SCENARIO_WORKFLOWS", "absent_router", "handoff_pause", "router"]
 
 SEAMS = "/v1/host/sample/a2a/tasks"
+#: where the v2 seams profile (``openwop-conformance-seams-v2``) puts the same seams
+V2_SEAMS = "/conformance/seams/sample/a2a/tasks"
 #: scenario → the bundled workflow that plays it and its inputs
 SCENARIO_WORKFLOWS: dict[str, tuple[str, dict[str, Any]]] = {
     "paused-at-approval": ("approval-gated", {"prompt": "a draft parked at an approval gate by the conformance seam"}),
@@ -59,6 +65,7 @@ async def seam_absent(seam: str) -> Response:
 
 
 @router.post(f"{SEAMS}/start")
+@router.post(f"{V2_SEAMS}/start")
 async def start_task(request: Request, principal: Principal = Depends(require("runs:create"))) -> Response:
     """Start a real A2A-backed run and answer once it waits (201 ``{taskId}``)."""
     a2a = a2a_of(request)
@@ -87,6 +94,7 @@ async def start_task(request: Request, principal: Principal = Depends(require("r
 
 
 @router.post(f"{SEAMS}/push-config")
+@router.post(f"{V2_SEAMS}/push-config")
 async def push_config(request: Request, principal: Principal = Depends(require("runs:create"))) -> Response:
     """Validate a push URL with the egress guard, then look the task up (in that order)."""
     body = json_object(await json_body(request))
@@ -118,6 +126,27 @@ async def push_config(request: Request, principal: Principal = Depends(require("
     row.token_fingerprint = fingerprint
     await a2a.store.put_push_config(row)
     return json_response(push_record(record.record, await a2a.store.list_push_configs(task_id)))
+
+
+@router.get(f"{V2_SEAMS}/{{task_id:path}}")
+async def get_task_state_v2(
+    task_id: str, request: Request, principal: Principal = Depends(require("runs:read"))
+) -> Response:
+    """The persisted A2ATaskState as OpenWOP v2 reads it: ``runId`` bound (``<tenant>/<run id>``).
+
+    The task may be named by its id or by the bound run id (``%2F`` or ``~2F`` for the
+    ``/``); a task of another tenant is answered as an unknown one.
+    """
+    tenant, slash, opaque = task_id.replace("~2F", "/").replace("~2f", "/").rpartition("/")
+    if slash and tenant != principal.tenant:
+        raise NotFound(f"no A2A task {task_id!r}", details={"taskId": task_id})
+    store = a2a_of(request).store
+    record = await store.get_task(opaque, principal.tenant)
+    if record is None:
+        raise NotFound(f"no A2A task {task_id!r}", details={"taskId": task_id})
+    state = push_record(record.record, await store.list_push_configs(opaque))
+    state["runId"] = f"{record.tenant}/{record.record['runId']}"  # bound, as tether.openwop.v2.ids.bind spells it
+    return json_response(state)
 
 
 def handoff_pause(settings: Settings) -> Callable[[], Awaitable[None]] | None:

@@ -1,13 +1,20 @@
 """What the A2A surface really serves, computed once from the settings.
 
-The agent card, the ``a2a`` block of ``/.well-known/openwop`` and the JSON-RPC router
-all read :func:`a2a_capabilities`, so a flag can never be advertised in one place and
-refused (or served) in another (OpenWOP invariant ``a2a-card-runtime-consistent``).
+The agent cards, the ``a2a`` block of ``/.well-known/openwop`` (v1) and the ``a2a``
+family of the v2 root, and the JSON-RPC router all read :func:`a2a_capabilities`, so a
+flag can never be advertised in one place and refused (or served) in another (OpenWOP
+invariant ``a2a-card-runtime-consistent``).
+
+Two interfaces: ``/v1/a2a`` (0.3 and 1.0, bare task ids, with the 1.0 HTTP+JSON binding
+beside it) for the clients that have always used it, and ``/a2a``, the 1.0 JSON-RPC
+interface the OpenWOP v2 root advertises, whose task ids are bound run ids
+(:mod:`tether.a2a.v1_0.bound`), with a card of its own that lists it alone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from tether.a2a.versions import SUPPORTED, Version
@@ -19,6 +26,9 @@ __all__ = [
     "REST_PATH",
     "RPC_PATH",
     "TRANSPORT",
+    "V2_CARD_PATH",
+    "V2_RPC_PATH",
+    "VERSIONS_REVIEWED",
     "A2ACapabilities",
     "a2a_capabilities",
 ]
@@ -34,6 +44,14 @@ LEGACY_CARD_PATH = "/v1/a2a/agent.json"
 RPC_PATH = "/v1/a2a"
 #: the base of the A2A 1.0 HTTP+JSON binding
 REST_PATH = "/v1/a2a/rest"
+#: the 1.0 JSON-RPC interface the OpenWOP v2 root advertises (task ids are bound run ids there)
+V2_RPC_PATH = "/a2a"
+#: its agent card, where A2A clients look for one when given the interface's URL as the agent's
+V2_CARD_PATH = "/a2a/.well-known/agent-card.json"
+#: when the A2A versions the v2 root offers were last checked against A2A's released versions (``refreshedAt``).
+#: Move it, in the commit that does, whenever they are checked again: OpenWOP allows 90 days (RFC 0175 §D.4),
+#: after which the advertisement is stale and a test says so
+VERSIONS_REVIEWED = date(2026, 12, 8)
 #: the OpenWOP discovery profile of each version
 _PROFILES = {Version.V1_0: "a2a-1.0", Version.V0_3: "a2a-0.3-legacy", Version.V1_1: "a2a-1.1-draft"}
 
@@ -52,6 +70,8 @@ class A2ACapabilities:
     versions: tuple[Version, ...] = SUPPORTED
     #: draft versions served to callers that ask for them by name, advertised nowhere
     draft_versions: tuple[Version, ...] = (Version.V1_1,)
+    #: ``--a2a-skill``: the only workflows that are skills (empty: every loaded one)
+    skills: tuple[str, ...] = ()
 
     @property
     def accepted(self) -> tuple[Version, ...]:
@@ -97,6 +117,36 @@ class A2ACapabilities:
     def agent_card_url(self) -> str:
         return f"{self.base_url}{AGENT_CARD_PATH}"
 
+    @property
+    def v2_rpc_url(self) -> str:
+        return f"{self.base_url}{V2_RPC_PATH}"
+
+    @property
+    def v2_card_url(self) -> str:
+        return f"{self.base_url}{V2_CARD_PATH}"
+
+    def v2_interfaces(self) -> list[dict[str, str]]:
+        """The v2 card's ``supportedInterfaces``: the one interface it routes, 1.0 JSON-RPC with bound ids."""
+        return [{"url": self.v2_rpc_url, "protocolBinding": "JSONRPC", "protocolVersion": Version.V1_0.value}]
+
+    def v2_facets(self) -> dict[str, Any]:
+        """The facets of the v2 root's ``a2a`` family (RFC 0100's block at major 2), beside its status and witness.
+
+        Only 1.0 is offered there (0.3 stays on ``/v1/a2a`` and the v1 document), so it is
+        both the preferred version and the floor; the flags are the card's.
+        """
+        return {
+            "versions": [Version.V1_0.value],
+            "preferredVersion": Version.V1_0.value,
+            "minimumVersion": Version.V1_0.value,
+            "refreshedAt": VERSIONS_REVIEWED.isoformat(),
+            "profiles": [_PROFILES[Version.V1_0]],
+            "agentCardUrl": self.v2_card_url,
+            "streaming": self.streaming,
+            "pushNotifications": self.push_notifications,
+            "durableTasks": self.durable_tasks,
+        }
+
     def discovery_block(self) -> dict[str, Any]:
         """The root ``a2a`` family of ``/.well-known/openwop`` (RFC 0100 §1, RFC 0152 §A)."""
         return {
@@ -117,4 +167,10 @@ def a2a_capabilities(settings: Settings) -> A2ACapabilities:
     Streaming (``message/stream``, ``tasks/resubscribe``), durable task records and push
     notifications (guarded URLs, a durable outbox) are always served.
     """
-    return A2ACapabilities(base_url=settings.base_url, streaming=True, push_notifications=True, durable_tasks=True)
+    return A2ACapabilities(
+        base_url=settings.base_url,
+        streaming=True,
+        push_notifications=True,
+        durable_tasks=True,
+        skills=settings.a2a_skills,
+    )

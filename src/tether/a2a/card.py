@@ -15,7 +15,7 @@ from tether.a2a.capabilities import A2ACapabilities
 from tether.a2a.skills import INPUT_MODES, OUTPUT_MODES, served_skills
 from tether.engine.registry import Entry, WorkflowRegistry
 
-__all__ = ["agent_card", "strict_v10"]
+__all__ = ["agent_card", "strict_v10", "v2_card"]
 
 
 def _skill(entry: Entry) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def agent_card(
         "securityRequirements": [{"schemes": {"bearer": {}}}],
         "defaultInputModes": list(INPUT_MODES),
         "defaultOutputModes": list(OUTPUT_MODES),
-        "skills": [_skill(e) for e in served_skills(registry)],
+        "skills": [_skill(e) for e in served_skills(registry, capabilities.skills)],
         # A2A 0.3, for the clients of that generation
         "protocolVersion": "0.3.0",
         "url": capabilities.rpc_url,
@@ -122,3 +122,12 @@ def strict_v10(card: dict[str, Any]) -> dict[str, Any]:
         for name, scheme in card["securitySchemes"].items()
     }
     return strict
+
+
+def v2_card(capabilities: A2ACapabilities, card: dict[str, Any]) -> dict[str, Any]:
+    """The card of the interface the OpenWOP v2 root advertises: the strict 1.0 ``card``, listing that interface alone.
+
+    Only what is routed there is listed (1.0 JSON-RPC, task ids bound), so a 1.x client
+    given it can only pick that interface; ``/v1/a2a`` keeps its own card.
+    """
+    return {**strict_v10(card), "supportedInterfaces": capabilities.v2_interfaces()}

@@ -194,11 +194,12 @@ async def answer(
     last_event_id: str | None,
     content_type: str | None,
     body: bytes,
+    refuse: Callable[[RequestId, TetherError], Response] | None = None,
 ) -> bytes | Response | AsyncIterator[bytes]:
     """One JSON-RPC 2.0 request in ``version`` (batches are refused with a single -32600).
 
-    The answer is a whole body, a refusal at the HTTP layer (a 401 or 403 in the REST
-    envelope) or the chunks of a server-sent event stream.
+    The answer is a whole body, a refusal at the HTTP layer (a 401 or 403, in the REST
+    envelope unless ``refuse`` writes it otherwise) or the chunks of a server-sent event stream.
     """
     legacy = version.is_legacy
     if not legacy and not _json_media(content_type):
@@ -223,6 +224,8 @@ async def answer(
     except Rejected as rejected:
         return error_body(rejected.request_id, rejected.error, legacy=legacy)
     except TetherError as exc:  # 401 / 403: refused at the HTTP layer, in the REST envelope
+        if refuse is not None:
+            return refuse(call.id, exc)
         return envelope(exc.status, exc.code, exc.message, exc.details)
     try:
         if method.streaming and not a2a.capabilities.streaming:

@@ -18,8 +18,8 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from tether.a2a import _seams
-from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH, RPC_PATH
-from tether.a2a.card import agent_card, strict_v10
+from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH, RPC_PATH, V2_CARD_PATH
+from tether.a2a.card import agent_card, strict_v10, v2_card
 from tether.a2a.push import push_record
 from tether.a2a.surface import a2a_of
 from tether.errors import NotFound
@@ -125,6 +125,22 @@ async def get_agent_card(request: Request) -> Response:
     asked = request.headers.get("a2a-version") or request.query_params.get("A2A-Version") or ""
     if asked.strip().startswith("1."):
         card = strict_v10(card)
+    return _card_answer(card)
+
+
+@router.get(V2_CARD_PATH, responses=_CARD)
+async def get_v2_agent_card(request: Request) -> Response:
+    """Public: the card of the A2A 1.0 interface the OpenWOP v2 root advertises (``a2a.agentCardUrl``).
+
+    The strict 1.0 card, listing ``/a2a`` alone: a 1.x client given it speaks 1.0 there,
+    where task ids are bound run ids.
+    """
+    a2a = a2a_of(request)
+    card = agent_card(a2a.capabilities, a2a.registry, a2a.settings.default_skill, anonymous=a2a.anonymous)
+    return _card_answer(v2_card(a2a.capabilities, card))
+
+
+def _card_answer(card: dict[str, Any]) -> Response:
     body = orjson.dumps(card)
     headers = {
         "Cache-Control": "public, max-age=60",

@@ -237,7 +237,11 @@ class A2AService:
         message = request.message
         store = self.a2a.store
         workflow_id = resolve_skill(
-            self.a2a.registry, self.a2a.settings.default_skill, message.metadata, request.metadata
+            self.a2a.registry,
+            self.a2a.settings.default_skill,
+            message.metadata,
+            request.metadata,
+            only=self.a2a.settings.a2a_skills,
         )
         stored = await stored_message(message, self.limits, request.version)  # file bytes made blobs, within limits
         dumped = stored.doc

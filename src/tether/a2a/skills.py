@@ -23,12 +23,21 @@ OUTPUT_MODES = ("text/plain", "application/json")
 SKILL_SOURCES = frozenset({"bundled", "dir"})
 
 
-def served_skills(registry: WorkflowRegistry) -> list[Entry]:
-    """The workflows advertised (and routable) as skills: loaded, runnable, not fixtures."""
+def served_skills(registry: WorkflowRegistry, only: tuple[str, ...] = ()) -> list[Entry]:
+    """The workflows advertised (and routable) as skills: loaded, runnable, not fixtures.
+
+    ``only`` (``--a2a-skill``): exactly those workflows, whatever their source, so a seeded
+    fixture can be the one skill an agent routes (the OpenWOP v2 A2A scenarios need
+    ``conformance-approval`` alone: an A2A 1.0 message has no skill selector).
+    """
+    if only:
+        return [e for e in registry.entries() if e.workflow.id in only and e.executable]
     return [e for e in registry.entries() if e.source in SKILL_SOURCES and e.executable]
 
 
-def resolve_skill(registry: WorkflowRegistry, default_skill: str, *metadata: dict[str, Any] | None) -> str:
+def resolve_skill(
+    registry: WorkflowRegistry, default_skill: str, *metadata: dict[str, Any] | None, only: tuple[str, ...] = ()
+) -> str:
     """The workflow id a message runs: the first ``skillId`` in ``metadata``, else the default.
 
     Parameters
@@ -39,6 +48,8 @@ def resolve_skill(registry: WorkflowRegistry, default_skill: str, *metadata: dic
         ``--default-skill``, used when no metadata names a skill.
     metadata:
         ``message.metadata`` then ``params.metadata`` (either may be None).
+    only:
+        ``--a2a-skill``: the only workflows that are skills, when given.
 
     Raises
     ------
@@ -56,7 +67,7 @@ def resolve_skill(registry: WorkflowRegistry, default_skill: str, *metadata: dic
         requested = default_skill
     if not isinstance(requested, str) or not requested:
         raise InvalidParams(f"{where} must be a non-empty string naming a skill")
-    skills = [e.workflow.id for e in served_skills(registry)]
+    skills = [e.workflow.id for e in served_skills(registry, only)]
     if requested not in skills:
         raise InvalidParams(
             f"{where} {quote(requested)} is not a skill of this agent; its skills are {', '.join(skills) or '(none)'}",

@@ -71,6 +71,12 @@ def _tenant_option(ctx: click.Context, param: click.Parameter, value: str | None
     "--default-skill", default="echo", show_default=True, help="Workflow an A2A message without a skill runs."
 )
 @click.option(
+    "--a2a-skill",
+    "a2a_skills",
+    multiple=True,
+    help="Only this workflow is an A2A skill (repeatable; a seeded fixture too) [default: every loaded workflow].",
+)
+@click.option(
     "--a2a-request-timeout",
     default=30.0,
     show_default=True,

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from tether import clock
-from tether.engine import events
+from tether.engine import events, replay
 from tether.engine.batch import Batch, duration_ms, ms
 from tether.engine.cluster import Cluster, LeaseSettings
 from tether.engine.handoff.contract import CallPeer, Decide, EnginePort
@@ -36,7 +36,7 @@ from tether.errors import Conflict, InvalidInput, NotFound, SequenceConflict
 from tether.files import stored_inline
 from tether.ids import new_id
 from tether.run_state import ErrorObject, RunSnapshot
-from tether.store.base import Commit, Extra, LeaseLost, RunRow, Store
+from tether.store.base import Commit, Extra, Fanout, LeaseLost, RunRow, Store
 from tether.types import TERMINAL, WAITING, RunStatus
 
 #: Called with (run before, run after, the events) for every commit; what it returns is
@@ -138,7 +138,9 @@ class Driver(EnginePort):
         return len(rows)
 
     def _resume(self, row: RunRow) -> None:
-        if row.status in WAITING and (self.cluster is None or not in_flight(row.state)):
+        if replay.unsettled(row.state):
+            self.kick(row.run_id)  # a replay settles what its prefix left in flight from the record
+        elif row.status in WAITING and (self.cluster is None or not in_flight(row.state)):
             self._arm_timeout(row)
             self.handoffs.notice(row)  # a mirrored peer question: its hand-off still follows the peer
         else:
@@ -168,6 +170,9 @@ class Driver(EnginePort):
         commit.extras.extend(extras or [])  # first: a push config written here must see this commit's push
         for projector in self._projectors:
             commit.extras.extend(projector(before, commit.run, batch.docs))
+        if replay.replaying(commit.run.state) or (before is None and replay.forked(commit.run.state)):
+            # fixed history is never delivered again, and a replay delivers nothing at all
+            commit.extras = [extra for extra in commit.extras if not isinstance(extra, Fanout)]
         enqueued = await self.store.commit(commit)
         for hook in self._on_commit:  # before the wake-up: observers woken by it may rely on a hook
             hook(commit, enqueued)
@@ -278,6 +283,12 @@ class Driver(EnginePort):
             row = await self.store.get_run(run_id)
             if row is None or row.status in TERMINAL:
                 return
+            if replay.unsettled(row.state):
+                try:
+                    await self._settle(row, fence)
+                except SequenceConflict:
+                    pass
+                continue
             if row.status in WAITING:
                 self._arm_timeout(row)
                 self.handoffs.notice(row)
@@ -314,7 +325,7 @@ class Driver(EnginePort):
             return False
         sleep = self._advance(wf, batch)
         if batch.docs:
-            await self._commit(batch)
+            await self._commit(replay.noted(batch))
         return False if sleep is None else sleep
 
     def _advance(self, wf: WorkflowDefinition, batch: Batch) -> float | None:
@@ -345,8 +356,16 @@ class Driver(EnginePort):
             if isinstance(decision, Wait):
                 return None
             assert isinstance(decision, Execute)
-            outcome = self._run_node(wf, decision.node_id, batch.state, run_id)
             node = wf.node(decision.node_id)
+            if replay.replaying(batch.state) and replay.effecting(node.typeId):
+                # a replay never executes a node that acts outside the run: the source's record answers it
+                if not decision.resume:
+                    batch.add(events.node_started(node.id, node.typeId))
+                if not replay.answer(batch, node.id):
+                    source = batch.state["fork"]["sourceRunId"]
+                    batch.add(events.node_failed(node.id, replay.source_missing(node.id, source)))
+                continue
+            outcome = self._run_node(wf, decision.node_id, batch.state, run_id)
             if isinstance(outcome, Sleep):
                 entry_state = batch.state["nodeStates"].get(node.id)
                 if decision.resume and entry_state and "wakeAt" in entry_state:
@@ -365,6 +384,8 @@ class Driver(EnginePort):
                 return outcome.ms / 1000
             if not decision.resume:
                 batch.add(events.node_started(node.id, node.typeId))
+            if isinstance(outcome, Suspend) and replay.replaying(batch.state) and replay.answer(batch, node.id):
+                continue  # a replay's gate takes the source's recorded answer; one never answered asks again
             if isinstance(outcome, CallPeer):
                 return None  # committed as started; the run parks and the hand-off follows the peer
             if isinstance(outcome, Completed):
@@ -383,6 +404,15 @@ class Driver(EnginePort):
             assert isinstance(outcome, Suspend)
             self._suspend(batch, node.id, outcome)
             return None
+
+    async def _settle(self, row: RunRow, fence: tuple[str, int] | None) -> None:
+        """A replay's nodes its prefix left in flight take their recorded rest; a hand-off with none fails closed."""
+        batch = Batch(row, fence)
+        for node_id in replay.unsettled(row.state):
+            if not replay.answer(batch, node_id):
+                source = row.state["fork"]["sourceRunId"]
+                batch.add(events.node_failed(node_id, replay.source_missing(node_id, source)))
+        await self._commit(replay.noted(batch))
 
     # several hosts -----------------------------------------------------------------------
 

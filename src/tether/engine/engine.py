@@ -13,21 +13,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from tether import clock, tracing
-from tether.engine import events
-from tether.engine.batch import Batch, duration_ms
+from tether.engine import events, replay
+from tether.engine.batch import Batch, due_at, duration_ms
 from tether.engine.driver import Driver, executing, sleep_ended
+from tether.engine.events import EVENT_LOG_ERA
 from tether.engine.handoff import projection
 from tether.engine.handoff.record import in_flight, peer_subkind
 from tether.engine.interrupts import resolution_events
-from tether.engine.state import initial_snapshot
+from tether.engine.state import evolve, initial_snapshot
 from tether.engine.validation import validate_inputs
 from tether.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from tether.exchange import current_traceparent
 from tether.files import Blob
 from tether.ids import new_id
-from tether.run_state import DrainPolicy
-from tether.store.base import Extra, IdempotencyClaimed, IdempotencyRecord, RunRow
+from tether.run_state import DrainPolicy, ForkRecord
+from tether.store.base import Commit, EventRow, Extra, IdempotencyClaimed, IdempotencyRecord, RunRow
 from tether.types import TERMINAL, WAITING, Principal, RunStatus
 
 #: the statuses a pause is taken in: the run executes (a waiting run already runs nothing; see ``pause``)
@@ -149,6 +152,87 @@ class Engine(Driver):
         elif not run.is_terminal:
             self.kick(run_id)
         return Created(run)
+
+    async def fork(
+        self,
+        principal: Principal,
+        source_id: str,
+        mode: replay.ForkMode,
+        from_seq: int,
+        *,
+        run_id: str,
+        options: dict[str, Any] | None = None,
+        idempotency: IdempotencyClaim | None = None,
+    ) -> Created:
+        """A new run inheriting the source's log below ``from_seq``, written (with what it knows of its source)
+        in one fsync'd transaction, then driven like any run (``tether.engine.replay`` says how it replays).
+
+        ``options`` (a branch's overlay: ``tags``, ``metadata``) replace the source's on the new run's
+        snapshot; the inherited events stay as they were. The new run has the source's owner and workflow
+        (one no longer loaded here fails the fork at its first step, as it would any run).
+        """
+        source = await self.store.get_run(source_id, principal.tenant)
+        if source is None:
+            raise NotFound(f"no run {source_id!r}", details={"runId": source_id})
+        docs = await self._whole_log(source_id)
+        replay.check_fork_point(docs, from_seq, mode)
+        prefix = replay.inherited(docs, from_seq, run_id)
+        now = clock.now_iso()
+        state = evolve(initial_snapshot(run_id, source.workflow_id, now), prefix)
+        record: ForkRecord = {"sourceRunId": source_id, "mode": mode, "fromSeq": from_seq}
+        if mode == "replay":
+            record["recorded"] = replay.recorded(docs, from_seq)
+            record["expected"] = replay.expected(docs, from_seq)
+        state["fork"] = record
+        state["eventLogSchemaVersion"] = EVENT_LOG_ERA  # made by this host now, whatever era its source is of
+        state.pop("callbackUrl", None)  # a fork calls nobody back: its source's caller asked for its source only
+        if state["status"] == "paused":  # a fork folds its source's pause as nothing: it is driven at once
+            state["status"] = "running"
+            state.pop("pausedAt", None)
+        for name, value in (options or {}).items():
+            state[name] = value  # type: ignore[literal-required]
+        empty = RunRow(run_id, principal.tenant, source.workflow_id, "pending", -1, state, now, now)
+        batch = Batch(empty, owned=True)
+        batch.docs = prefix
+        workflow_id, last = source.workflow_id, len(prefix) - 1
+        run = RunRow(run_id, principal.tenant, workflow_id, state["status"], last, state, now, now, due_at(state))
+        rows = [EventRow(run_id, d["sequence"], orjson.dumps(d)) for d in prefix]
+        # the files its events will refer to (inherited, or written again from the record) are the fork's too
+        referred = sorted(replay.blob_digests([*prefix, *(e for w in record.get("recorded", {}).values() for e in w)]))
+        found = await self.store.read_blobs(source_id, referred) if referred else {}
+        blobs = [Blob(digest, data) for digest, data in found.items()]
+        commit = Commit(run=run, events=rows, expected_sequence=None, blobs=blobs)
+        if idempotency is not None:
+            commit.idempotency = IdempotencyRecord(
+                principal.tenant,
+                idempotency.scope,
+                idempotency.key,
+                idempotency.request_digest,
+                run_id,
+                idempotency.answer_status,
+                idempotency.answer,
+                now,
+            )
+        try:
+            created = await self._commit(batch, commit=commit)
+        except IdempotencyClaimed as claimed:
+            existing = await self.store.get_run(claimed.existing.run_id or "", principal.tenant)
+            if existing is None:
+                raise NotFound("the run of that idempotency key no longer exists") from claimed
+            return Created(existing, claimed.existing)
+        if created.status in WAITING and not replay.unsettled(created.state):
+            self._arm_timeout(created)
+        else:
+            self.kick(run_id)
+        return Created(created)
+
+    async def _whole_log(self, run_id: str) -> list[dict[str, Any]]:
+        docs: list[dict[str, Any]] = []
+        while True:
+            page = await self.store.read_events(run_id, docs[-1]["sequence"] if docs else -1, 1000)
+            docs.extend(e.doc for e in page)
+            if len(page) < 1000:
+                return docs
 
     async def handoff_pushed(self, hid: str) -> None:
         """A peer pushed about hand-off ``hid`` here: wake its follower, on this host or, when

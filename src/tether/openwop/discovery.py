@@ -18,14 +18,28 @@ from starlette.responses import Response
 from tether import __version__
 from tether.http.openapi import answer
 from tether.openwop.surface import RestSurface, rest_of
-from tether.openwop.v2.discovery import v2_root
+from tether.openwop.v2.discovery import Family, v2_root
+from tether.openwop.v2.fork import replay_family
+from tether.openwop.v2.seams import conformance_record
 from tether.openwop.v2.webhooks import webhooks_family
 from tether.openwop.versions import PREFERRED_VERSION, PROTOCOL_VERSIONS, major_of
 
 router = APIRouter(tags=["discovery"])
 
 #: the v2 root's families that the pieces serving them describe
-V2_FAMILIES = {"webhooks": lambda rest: webhooks_family(rest.settings)}
+V2_FAMILIES = {
+    "webhooks": lambda rest: webhooks_family(rest.settings),
+    # advertised only once the effect ledger is served too (``fork.REPLAY_ADVERTISED``)
+    "replay": replay_family,
+    # metadata, not a family: the seams profile, advertised exactly where the seams are mounted
+    "conformance": lambda rest: conformance_record(rest.settings),
+}
+
+
+def v2_families(rest: RestSurface) -> dict[str, Family]:
+    """The families the v2 root adds to its own: this package's, then the other surfaces' records (``a2a``)."""
+    given = {name: (lambda _rest, record=record: record) for name, record in (rest.v2_families or {}).items()}
+    return {**V2_FAMILIES, **given}
 
 
 def discovery_document(rest: RestSurface) -> dict[str, Any]:
@@ -59,7 +73,7 @@ def discovery_document(rest: RestSurface) -> dict[str, Any]:
 async def discovery(request: Request) -> Response:
     """Public: the capability families at the document root, each flag honest."""
     rest = rest_of(request)
-    doc = v2_root(rest, V2_FAMILIES) if major_of(request.scope) == 2 else discovery_document(rest)
+    doc = v2_root(rest, v2_families(rest)) if major_of(request.scope) == 2 else discovery_document(rest)
     body = orjson.dumps(doc)
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     headers = {"Cache-Control": "public, max-age=60", "ETag": etag, "Vary": "OpenWOP-Version"}

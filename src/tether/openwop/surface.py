@@ -46,6 +46,8 @@ class RestSurface:
     #: what the other surfaces add to discovery: their ``supportedTransports`` and root families
     transports: tuple[str, ...] = ()
     families: Mapping[str, Mapping[str, Any]] | None = None
+    #: what they add to the v2 root: whole family records (``a2a``)
+    v2_families: Mapping[str, Mapping[str, Any]] | None = None
 
     async def check_callback(self, url: str) -> None:
         """A run's ``callbackUrl`` through the egress guard before anything is stored; a refusal names the field."""

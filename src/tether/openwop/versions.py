@@ -52,6 +52,7 @@ _PROPRIETARY = (
     "/readyz",
     "/conformance/",
     "/v1/a2a",
+    "/a2a/",
     "/v1/host/",
     "/.well-known/agent-card.json",
     "/.well-known/agent.json",

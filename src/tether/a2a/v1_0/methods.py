@@ -66,13 +66,13 @@ def _unknown(task_id: str) -> TaskNotFound:
     )
 
 
-def _send_request(raw: dict[str, Any]) -> SendRequest:
+def _send_request(raw: dict[str, Any], version: str = VERSION) -> SendRequest:
     params = parse_params(protojson.SendMessageRequest, raw)
     config = params.configuration
     push = config.task_push_notification_config if config else None
     return SendRequest(
         message=protojson.canonical_message(params.message),
-        version=VERSION,
+        version=version,
         metadata=params.metadata,
         history_length=protojson.history_length(
             config.history_length if config else None, "configuration.historyLength"
@@ -121,8 +121,17 @@ class V10Codec:
     long-poll, and a follow-up's ``ifGenerationMatch`` must match.
     """
 
-    def __init__(self, service: A2AService, legacy_card: Any, generations: Generations | None = None) -> None:
+    def __init__(
+        self,
+        service: A2AService,
+        legacy_card: Any,
+        generations: Generations | None = None,
+        *,
+        version: str = VERSION,
+    ) -> None:
         self.service = service
+        #: what a push config registered here is kept under (its pushes' shape): 1.0, or 1.0 with bound ids
+        self.version = version
         self.generations = generations
         self.encoded = EncodedTasks(service.files, protojson.task)
         self.projections = StreamProjections(protojson.frame_task, protojson.event, generations)
@@ -198,7 +207,7 @@ class V10Codec:
 
     async def send(self, call: Call) -> dict[str, Any]:
         _check_tenant(call, call.params.get("tenant"))
-        request = _send_request(call.params)
+        request = _send_request(call.params, self.version)
         await self._check_generation(call, request)
         sent = await self.service.send(call.principal, request)
         doc = await self._task(sent.run, sent.context_id, sent.history, request.history_length)
@@ -206,7 +215,7 @@ class V10Codec:
 
     async def stream(self, call: Call) -> Stream:
         _check_tenant(call, call.params.get("tenant"))
-        request = _send_request(call.params)
+        request = _send_request(call.params, self.version)
         await self._check_generation(call, request)
         return Stream(await self.service.stream(call.principal, request, self.projections))
 
@@ -302,7 +311,8 @@ class V10Codec:
             )
         if _foreign_tenant(call, params.tenant):
             raise _unknown(params.task_id)
-        row = await self.service.set_push(call.principal, params.task_id, protojson.canonical_push(params), VERSION)
+        push = protojson.canonical_push(params)
+        row = await self.service.set_push(call.principal, params.task_id, push, self.version)
         return push_view(row)
 
     async def get_push(self, call: Call) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from tether import clock
 from tether.a2a.errors import InvalidParams
 from tether.a2a.message import ID_MAX, Message, parse_params
 from tether.a2a.push import PushAuthentication, PushConfigInput
+from tether.a2a.v1_0.bound import BOUND_VERSION, bound_push
 from tether.store.base import PushConfigRow
 from tether.types import INT32_MAX, INT64_MAX
 
@@ -495,6 +496,8 @@ def push_body(config: PushConfigRow, stored: bytes) -> tuple[bytes, str]:
         return stored, "application/json"
     doc = orjson.loads(stored)
     rendered = event(doc) if doc.get("kind") in ("status-update", "artifact-update") else frame_task(doc)
+    if config.version == BOUND_VERSION:  # registered on the v2-advertised interface: its task ids are bound
+        rendered = bound_push(rendered, config.tenant)
     return orjson.dumps(rendered), "application/a2a+json"
 
 

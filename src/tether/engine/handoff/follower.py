@@ -60,6 +60,7 @@ from tether.engine.handoff.record import (
     push_config_key,
     run_trace,
 )
+from tether.engine.replay import replaying
 from tether.run_state import ErrorObject, HandoffRecord
 from tether.store.base import RunRow, Store
 from tether.types import TERMINAL
@@ -124,8 +125,8 @@ class Handoffs:
 
     def notice(self, row: RunRow) -> None:
         """Follow every hand-off of ``row`` that is in flight (at start, when a driver parks a run)."""
-        if self._stopping or row.status in TERMINAL:
-            return
+        if self._stopping or row.status in TERMINAL or replaying(row.state):
+            return  # a replay never reaches a peer: the driver answers its hand-offs from the source's record
         for node_id in in_flight(row.state):
             self._follow(row.run_id, node_id)
 
@@ -226,6 +227,8 @@ class Handoffs:
             outcome = self._engine.peer_call(row, node_id)
             if outcome is None:  # the workflow changed under the run: nothing to follow
                 return
+            if replaying(row.state):
+                return  # the default-deny guard of this seam: nothing of a replay is sent (the driver settles it)
             if self._port is None:
                 await self._fail(run_id, node_id, "a2a_peer_not_configured", "this host has no A2A client")
                 return

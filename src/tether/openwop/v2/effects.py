@@ -24,11 +24,10 @@ from tether.http.responses import json_response
 from tether.openwop.surface import rest_of
 from tether.openwop.v2.ids import bind
 from tether.openwop.v2.runs import RunPath, load_run
-from tether.settings import Settings
 from tether.store.base import EffectRecord
 from tether.types import Principal
 
-__all__ = ["MANIFEST_PATH", "build", "ledger_entry", "manifest", "replay_facet_fields", "router"]
+__all__ = ["MANIFEST_PATH", "build", "ledger_entry", "manifest", "router"]
 
 #: where the manifest is served: the ``replay`` facet's ``effectSeamsManifest`` names exactly this path
 MANIFEST_PATH: Final = "/host/effect-seams"
@@ -60,19 +59,6 @@ def manifest() -> dict[str, Any]:
         for s in SEAMS
     ]
     return {"manifestVersion": "1", "host": {"name": "tether", "build": build()}, "seams": rows}
-
-
-def replay_facet_fields(settings: Settings) -> dict[str, Any]:
-    """What the ``replay`` family record says of effects, for the discovery root once replay is served.
-
-    ``effectSeamsManifest`` is the constant path; ``retention.days`` is how long a finished run
-    (the source a replay reads, its log and its deliveries) is kept, in whole days: absent when
-    runs are kept forever (``--task-retention 0``) or less than a day.
-    """
-    fields: dict[str, Any] = {"effectSeamsManifest": MANIFEST_PATH}
-    if settings.task_retention >= 86400:
-        fields["retention"] = {"days": int(settings.task_retention // 86400)}
-    return fields
 
 
 def ledger_entry(tenant: str, record: EffectRecord) -> dict[str, Any]:

@@ -36,6 +36,7 @@ REGISTERED: dict[str, int] = {
     "payload_too_large": 413,
     "unsupported_media_type": 415,
     "capability_not_provided": 422,
+    "fork_point_invalid": 422,
     "internal_error": 500,
     "event_type_unmapped": 500,
     "payload_unprojectable": 500,

@@ -25,6 +25,7 @@ __all__ = [
     "CONTEXT_DEPTH",
     "ENGINE_MAJOR",
     "NEEDS_CONTEXT",
+    "REGISTERED_ORGS",
     "RENAMED",
     "EventUnmapped",
     "PayloadUnprojectable",
@@ -187,18 +188,27 @@ KEPT: frozenset[str] = frozenset(
 )
 
 
+#: the vendor-org registry (the ``extensions`` of ``spec/v2/declaration.json``): only ``example``, the
+#: protocol's own, held for documentation and conformance
+REGISTERED_ORGS: frozenset[str] = frozenset({"example"})
+#: the shape of a vendor type (``run-event.schema.json``'s vendor branch, its org checked against the registry)
+_VENDOR_TYPE = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*(\.[a-z][a-z0-9]*(-[a-z0-9]+)*)?")
+
+
 def v2_type(v1: str) -> str:
-    """A stored (v1) type's v2 name.
+    """A stored (v1) type's v2 name: the codemap's, or its own for a vendor type of a registered org.
 
     Raises
     ------
     EventUnmapped
-        The codemap has no row for it.
+        The codemap has no row for it, and its first segment is no registered org.
     """
     if v1 in KEPT:
         return v1
     renamed = RENAMED.get(v1)
     if renamed is None:
+        if v1.partition(".")[0] in REGISTERED_ORGS and _VENDOR_TYPE.fullmatch(v1):
+            return v1  # a registered vendor type is read under its own name (persistence.md, "The codemap is data")
         raise EventUnmapped(f"event type {v1!r} has no row in the v1 -> v2 codemap", details={"type": v1})
     return renamed
 

@@ -29,7 +29,7 @@ from tether.openwop.v2.snapshot import snapshot
 from tether.store.base import IdempotencyRecord, RunRow
 from tether.types import Principal, RunStatus
 
-__all__ = ["RunPath", "load_run", "router", "run_url"]
+__all__ = ["RunPath", "load_run", "replay_answer", "request_digest", "router", "run_url"]
 
 #: the v2 ``Idempotency-Key`` (≥128 bits of entropy in 22-128 URL-safe characters); v1 keeps its own on /v1
 IDEMPOTENCY_KEY_PATTERN = r"^[A-Za-z0-9._~-]{22,128}$"
@@ -90,11 +90,13 @@ async def load_run(request: Request, segment: str, principal: Principal) -> RunR
     return row
 
 
-def _digest(body: Any) -> str:
+def request_digest(body: Any) -> str:
+    """What a repeat of a request under one ``Idempotency-Key`` must match: its body, canonically."""
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def _replay(record: IdempotencyRecord, digest: str) -> Response:
+def replay_answer(record: IdempotencyRecord, digest: str) -> Response:
+    """The answer an earlier request with this key got (``OpenWOP-Idempotent-Replay``), or 409 for another body."""
     if record.request_digest != digest:
         raise Conflict("this Idempotency-Key was used with a different request body", code="idempotency_key_mismatch")
     return json_response(record.body, record.status_code, {REPLAY_HEADER: "true"})
@@ -130,11 +132,11 @@ async def create_run(
         raise Forbidden("tenantId names a tenant this API key does not belong to", code="id_tenant_mismatch")
     if body.callbackUrl is not None:
         await rest.check_callback(body.callbackUrl)
-    digest = _digest(raw)
+    digest = request_digest(raw)
     if idempotency_key is not None:
         existing = await rest.store.get_idempotency(principal.tenant, CREATE_SCOPE, idempotency_key)
         if existing is not None:
-            return _replay(existing, digest)
+            return replay_answer(existing, digest)
     run_id = new_id("run_")
     answer = {
         "runId": bind(principal.tenant, run_id),
@@ -154,7 +156,7 @@ async def create_run(
         callback_url=body.callbackUrl,
     )
     if created.replayed is not None:
-        return _replay(created.replayed, digest)
+        return replay_answer(created.replayed, digest)
     return json_response(answer, 201)
 
 

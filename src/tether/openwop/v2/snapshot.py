@@ -17,10 +17,13 @@ from tether.openwop.v2.ids import bind
 from tether.store.base import RunRow
 from tether.types import Principal
 
-__all__ = ["INTERRUPT_EXTENSION", "LEGACY_ERA", "era_of", "owner_of", "snapshot"]
+__all__ = ["FORK_EXTENSION", "INTERRUPT_EXTENSION", "LEGACY_ERA", "era_of", "owner_of", "snapshot"]
 
 #: where a v2 snapshot shows the interrupt its run waits at (``extensions`` is the closed snapshot's open seat)
 INTERRUPT_EXTENSION = "tether.interrupt"
+
+#: where a v2 snapshot names a fork's source (lineage is not ancestry: a fork's ancestry parent is null)
+FORK_EXTENSION = "tether.fork"
 
 #: the era a run reads as when it carries no stamp: written by a v1-only build
 LEGACY_ERA = 2
@@ -82,4 +85,9 @@ def snapshot(row: RunRow, signer: TokenSigner, principal: Principal | None) -> d
         if interrupt.get("timeoutMs"):
             pending["timeoutMs"] = interrupt["timeoutMs"]
         snap["extensions"] = {INTERRUPT_EXTENSION: pending}
+    fork = row.state.get("fork")
+    if fork is not None:
+        source = bind(row.tenant, fork["sourceRunId"])
+        lineage = {"sourceRunId": source, "mode": fork["mode"], "fromSeq": fork["fromSeq"]}
+        snap.setdefault("extensions", {})[FORK_EXTENSION] = lineage
     return snap
