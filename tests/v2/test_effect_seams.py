@@ -115,3 +115,22 @@ def test_a_row_it_cannot_fire_and_a_bad_body_are_refused_by_name(http: httpx.Cli
         assert (answer.status_code, answer.json()["error"]) == (400, "validation_error"), answer.text
         assert answer.json()["message"], "a message a person can act on"
     assert effect_seams_router(False).routes == [], "mounted only with --enable-test-seams"
+
+
+def test_a_replay_fork_of_a_fired_run_records_no_attempt_its_source_did_not_make(
+    http: httpx.Client, rx: Receiver
+) -> None:
+    """v2-effect-seam-no-refire's witness: fire, fork in replay mode, compare the two ledgers (and the wire)."""
+    path = f"/fired/{uuid.uuid4().hex}"
+    fired = http.post(f"{PREFIX}/effect-seams/fire", json={"seam": CALLBACK, "receiverUrl": rx.url(path)})
+    assert fired.status_code == 201, fired.text
+    parent = fired.json()["runId"]
+    wait_status(http, parent, "completed")
+    forked = http.post(f"/runs/{project(parent)}:fork", json={"mode": "replay"})
+    assert forked.status_code == 201, forked.text
+    fork = forked.json()["runId"]
+    wait_status(http, fork, "completed", "failed")
+    seen = {(e["nodeId"], e["attempt"], e["at"]) for e in _ledger(http, parent)}
+    assert seen, "the source recorded its attempt"
+    assert [e for e in _ledger(http, fork) if (e["nodeId"], e["attempt"], e["at"]) not in seen] == []
+    assert len(_at(rx, path)) == 1, "the callback went out once"
