@@ -61,6 +61,9 @@ class FakePeer:
         self.cancels.append(ref.task_id)
         self.set(ref.task_id, "canceled")
 
+    async def pushes(self, ref: PeerRef) -> bool:
+        return False
+
     async def subscribe(self, ref: PeerRef, handoff_id: str) -> bool:
         return False
 

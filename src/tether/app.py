@@ -64,6 +64,8 @@ from tether.openwop.surface import RestSurface
 from tether.openwop.tokens import TokenSigner
 from tether.openwop.v2 import control as v2_control
 from tether.openwop.v2 import discovery as v2_discovery
+from tether.openwop.v2 import effect_seams as v2_effect_seams
+from tether.openwop.v2 import effects as v2_effects
 from tether.openwop.v2 import events as v2_events
 from tether.openwop.v2 import fork as v2_fork
 from tether.openwop.v2 import interrupts as v2_interrupts
@@ -354,6 +356,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
         handoff_router,
         a2a_routes.seams_router(settings.enable_test_seams),
         v2_seams.seams_router(settings.enable_test_seams),
+        v2_effect_seams.effect_seams_router(settings.enable_test_seams),
     ]
     for router in routers:
         app.include_router(router)
@@ -366,6 +369,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
         v2_control.router,
         v2_webhooks.router,
         v2_fork.router,
+        v2_effects.router,
     )
     v2 = APIRouter()
     for router in (*v2_routers, catalog_router(v2_routers)):

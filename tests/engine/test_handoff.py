@@ -109,6 +109,11 @@ async def test_auth_required_waits_for_input_with_subkind_auth_and_the_answer_go
     [(_, message_id, value, metadata)] = host.peer.replies
     assert value == {"answers": {"auth": "token-ref"}} and metadata["openwop"]["decidedBy"] == "key:alice"
     assert message_id.endswith("-reply-1")
+    # the send and the answer are two effects of the node in the ledger, each keyed on its message id
+    assert host.store is not None
+    ledger = [(e.seam, e.attempt, e.state, e.provider_key) for e in await host.store.list_effects(run_id)]
+    [(send_key,)] = {(message_id,) for _, message_id, _ in host.peer.sends}
+    assert ledger == [("a2a.handoff.send", 1, "completed", send_key), ("a2a.handoff.reply", 1, "completed", message_id)]
 
 
 async def test_a_question_the_peer_moves_past_is_withdrawn(host: Host) -> None:
@@ -130,6 +135,9 @@ async def test_transport_errors_are_retried_then_fail_external_call_failed(host:
     run_id = (await engine.create_run(ALICE, "hand", {})).run.run_id
     row = await _until(engine, run_id, lambda r: r.status in TERMINAL)
     assert row.state["nodeStates"]["peer"]["error"]["code"] == "external_call_failed"
+    assert host.store is not None
+    attempts = await host.store.list_effects(run_id)
+    assert len(attempts) >= 2 and {(a.effect_id, a.state) for a in attempts} == {(attempts[0].effect_id, "released")}
 
 
 async def test_a_peer_that_comes_back_in_time_is_followed(host: Host) -> None:

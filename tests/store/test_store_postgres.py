@@ -346,6 +346,7 @@ READ_WHOLE = {
     "purge_push_configs",
     "lock_purged_blobs",
     "purge_blobs",
+    "purge_effects",
 }
 _DML = re.compile(r"^\s*(WITH|SELECT|INSERT|UPDATE|DELETE)\b", re.IGNORECASE | re.MULTILINE)
 

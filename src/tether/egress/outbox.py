@@ -487,7 +487,13 @@ class OutboxWorker:
         ``subscription`` is the row's push configs or webhook as read when it was claimed, or
         ``_UNREAD``: then it is read now.
         """
-        headers = {"Content-Type": "application/json", "webhook-id": row.delivery_id, "User-Agent": "tether-outbox/1"}
+        # the delivery is the effect: its id is its key on every attempt (Idempotency-Key, and webhook-id for webhooks)
+        headers = {
+            "Content-Type": "application/json",
+            "webhook-id": row.delivery_id,
+            "Idempotency-Key": row.delivery_id,
+            "User-Agent": "tether-outbox/1",
+        }
         if row.kind == "a2a-push":
             configs = subscription if isinstance(subscription, list) else None
             if subscription is _UNREAD:

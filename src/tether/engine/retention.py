@@ -1,7 +1,8 @@
 """Task retention: runs that ended longer ago than the window are purged, a batch at a time.
 
 A terminal run (its events, task record, history, push configs, deliveries, idempotency
-claims and lease) is kept for ``window`` seconds after it ended, then deleted; a run that
+claims and lease) is kept for ``window`` seconds after it ended, then deleted (its effect
+ledger rows for 14 days at least, ``effects.RETENTION_DAYS``); a run that
 has not ended is never touched, however old, and neither is one with a delivery still
 pending or a dead letter younger than the window. The purge runs in the background in small
 batches, each one short transaction, so requests never wait behind it; with several hosts on
@@ -20,6 +21,7 @@ from datetime import timedelta
 from typing import Final
 
 from tether import clock
+from tether.engine.effects import RETENTION_DAYS
 from tether.errors import StoreUnavailable
 from tether.store.base import Store
 
@@ -64,12 +66,17 @@ class Retention:
                 await task
 
     async def purge_once(self) -> int:
-        """One batch of the runs past the window; how many went."""
+        """One batch of the runs past the window, and one of ledger rows past theirs; how many runs went.
+
+        The effect ledger keeps its rows for ``effects.RETENTION_DAYS`` at least, even when runs
+        are kept less long: what a provider was sent, and under which key, outlives the run.
+        """
         purged = await self.store.purge_runs(cutoff(self.window), BATCH)
         if purged:
             log.info("purged %d run(s) that ended over %s ago", len(purged), _span(self.window))
             if self._on_purged is not None:
                 self._on_purged(len(purged))
+        await self.store.purge_effects(cutoff(max(self.window, RETENTION_DAYS * 86400.0)), BATCH)
         return len(purged)
 
     async def _run(self) -> None:

@@ -29,6 +29,7 @@ from tether.store.base import (
     BlobRow,
     CredentialRow,
     DeliveryRow,
+    EffectClaim,
     EventRow,
     IdempotencyRecord,
     KeyRow,
@@ -58,6 +59,7 @@ __all__ = [
     "WORKFLOW",
     "Kind",
     "RecordMap",
+    "effect_params",
 ]
 
 R = TypeVar("R")
@@ -195,3 +197,8 @@ RECORD_MAPS: Final[tuple[RecordMap[Any], ...]] = (
     BLOB,
     RUN_BLOB,
 )
+
+
+def effect_params(claim: EffectClaim) -> dict[str, Any]:
+    """An effect claim's columns by name, as both backends bind them (``claim_effect``)."""
+    return {f.name: getattr(claim, f.name) for f in dataclasses.fields(claim)}

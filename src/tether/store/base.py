@@ -251,6 +251,44 @@ class Attempt:
     now: str
 
 
+@dataclass(frozen=True, slots=True)
+class EffectClaim:
+    """One attempt at an outside effect, claimed before it is sent (``Store.claim_effect``).
+
+    ``effect_id`` is derived from what the effect is, so an attempt made again after a crash
+    claims the next attempt of the same effect; ``provider_key`` is what every attempt
+    presents to the provider as its ``Idempotency-Key``.
+    """
+
+    effect_id: str
+    tenant: str
+    run_id: str
+    node_id: str
+    #: the effect-seam manifest row it goes through (``tether.engine.effects.SEAMS``)
+    seam: str
+    #: "business-identity" or "activity-recipe"
+    keying: str
+    provider_key: str
+    at: str
+    invocation_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EffectRecord:
+    """One attempt in a run's effect ledger, as ``Store.list_effects`` reads it (no content)."""
+
+    effect_id: str
+    attempt: int
+    node_id: str
+    seam: str
+    keying: str
+    provider_key: str
+    invocation_id: str | None
+    #: "claimed", "completed", "released" or "escaped"
+    state: str
+    at: str
+
+
 Extra = TaskRecord | TaskMessage | Fanout | PushConfigRow
 
 
@@ -481,6 +519,29 @@ class Store(Protocol):
     ) -> list[DeliveryRow]:
         """The dead deliveries of one subscriber of ``tenant`` (a webhook's id), newest first; with
         ``before`` (a delivery id), only those older than it (the next page)."""
+        ...
+
+    # the effect ledger
+
+    async def claim_effect(self, claim: EffectClaim) -> int:
+        """Claim the next attempt of ``claim.effect_id`` (insert-if-absent of its number); its number.
+
+        An attempt of the effect still claimed (never settled: its host died between the
+        send and the record) is released first, in the same transaction.
+        """
+        ...
+
+    async def settle_effect(self, effect_id: str, attempt: int, state: str) -> None:
+        """Record a claimed attempt's outcome ("completed" or "released"); a settled one stays as it is."""
+        ...
+
+    async def list_effects(self, run_id: str) -> list[EffectRecord]:
+        """Run ``run_id``'s ledger, oldest first: the attempts claimed through ``claim_effect``, and each
+        delivery the run caused that was attempted, read from its outbox row (its latest attempt)."""
+        ...
+
+    async def purge_effects(self, before: str, limit: int) -> int:
+        """Delete up to ``limit`` ledger rows claimed before ``before`` (ISO UTC); how many went."""
         ...
 
     # several hosts (meaningful when ``shared``)

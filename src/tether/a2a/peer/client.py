@@ -27,6 +27,7 @@ from tether.a2a.peer.tokens import push_path, push_token
 from tether.egress import EgressResponseTooLarge
 from tether.egress.guard import EgressRefused
 from tether.engine.handoff.peer import PeerCall, PeerRef, PeerRefused, PeerTask, PeerUnavailable
+from tether.engine.handoff.record import push_config_key
 from tether.ids import new_id
 
 __all__ = ["CredentialLookup", "PeerClient"]
@@ -138,7 +139,7 @@ class PeerClient:
         files = [_files.outbound(file) for file in call.files]
         doc = _wire.message(message_id, text=call.text, data=call.data, metadata=meta, files=files)
         ref = PeerRef(call.agent, peer.endpoints[version], version, "", None, call.credential, call.trace)
-        result = await self._call(ref, "send", self._send_params(doc, version))
+        result = await self._call(ref, "send", self._send_params(doc, version), idempotency_key=message_id)
         try:
             task = _wire.task_of(result, version)
         except ValueError as exc:
@@ -161,7 +162,7 @@ class PeerClient:
 
     async def reply(self, ref: PeerRef, *, message_id: str, value: dict[str, Any], metadata: dict[str, Any]) -> None:
         doc = _wire.message(message_id, data=value, task_id=ref.task_id, context_id=ref.context_id, metadata=metadata)
-        await self._call(ref, "send", self._send_params(doc, ref.version))
+        await self._call(ref, "send", self._send_params(doc, ref.version), idempotency_key=message_id)
 
     async def cancel(self, ref: PeerRef) -> None:
         params = {"id": ref.task_id, "metadata": {"reason": "cross_protocol_cancel"}}
@@ -171,9 +172,11 @@ class PeerClient:
             if refused.code != "a2a_peer_not_cancelable":
                 raise
 
+    async def pushes(self, ref: PeerRef) -> bool:
+        return (await self._peer(ref.agent, ref.credential)).pushes
+
     async def subscribe(self, ref: PeerRef, handoff_id: str) -> bool:
-        peer = await self._peer(ref.agent, ref.credential)
-        if not peer.pushes:
+        if not await self.pushes(ref):
             return False
         config = {
             "id": handoff_id,
@@ -184,7 +187,7 @@ class PeerClient:
             params: dict[str, Any] = {"taskId": ref.task_id, "pushNotificationConfig": config}
         else:
             params = {"taskId": ref.task_id, **config}
-        await self._call(ref, "push", params)
+        await self._call(ref, "push", params, idempotency_key=push_config_key(handoff_id))
         return True
 
     async def watch(self, ref: PeerRef) -> AsyncGenerator[str, None]:
@@ -278,9 +281,15 @@ class PeerClient:
         await self._authorize(headers, ref.rpc_url, ref.credential)
         return headers
 
-    async def _call(self, ref: PeerRef, action: str, params: dict[str, Any]) -> Any:
+    async def _call(
+        self, ref: PeerRef, action: str, params: dict[str, Any], *, idempotency_key: str | None = None
+    ) -> Any:
+        """One JSON-RPC call; ``idempotency_key``: an effect's key, sent as ``Idempotency-Key`` (the same on
+        every attempt of the effect, so a peer that keeps such keys sees one request however many arrive)."""
         method = _wire.METHODS[ref.version][action]
         headers = await self._headers(ref)
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
         body = orjson.dumps({"jsonrpc": "2.0", "id": new_id("rpc_"), "method": method, "params": params})
         response = await self._request("POST", ref.rpc_url, headers, body)
         try:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from tether import clock
-from tether.engine import events
+from tether.engine import effects, events
 from tether.engine.batch import Batch
 from tether.engine.handoff import projection
 from tether.engine.handoff.contract import CallPeer, EnginePort
@@ -57,6 +57,7 @@ from tether.engine.handoff.record import (
     handoff_record,
     in_flight,
     invocation_message_id,
+    push_config_key,
     run_trace,
 )
 from tether.engine.replay import replaying
@@ -81,7 +82,7 @@ class HandoffSettings:
     poll_max: float = 30.0
     #: failures in a row for this long (seconds) fail the node, when it sets no timeout of its own
     give_up_after: float = 900.0
-    #: test seam: awaited between the send and its record (a test kills the host there)
+    #: test seam: awaited between the send and its record, in the ledger and the log (a test kills the host there)
     after_send: Callable[[], Awaitable[None]] | None = None
 
 
@@ -105,6 +106,8 @@ class Handoffs:
         self._store = store
         self._port = port
         self._settings = settings or HandoffSettings()
+        #: every request a hand-off makes of its peer is an attempt at an effect, recorded there first
+        self._ledger = effects.EffectLedger(store)
         self._followers: dict[str, asyncio.Task[None]] = {}
         self._wakes: dict[str, asyncio.Event] = {}
         self._by_run: dict[str, set[str]] = {}
@@ -278,17 +281,18 @@ class Handoffs:
             metadata = {"openwop": {"runId": row.run_id, "nodeId": node_id}}
             message_id = invocation_message_id(row.run_id, node_id)
             call = replace(outcome.call, trace=run_trace(row, node_id), files=await self._with_bytes(row, outcome.call))
-            ref, task = await port.send(call, message_id=message_id, metadata=metadata)
-            self._last_read[hid] = clock.now_iso()
-            if self._settings.after_send is not None:
-                await self._settings.after_send()
+            async with self._ledger.attempt(row.tenant, row.run_id, node_id, effects.HANDOFF_SEND, message_id):
+                ref, task = await port.send(call, message_id=message_id, metadata=metadata)
+                self._last_read[hid] = clock.now_iso()
+                if self._settings.after_send is not None:
+                    await self._settings.after_send()
 
             def accept(current: RunRow, batch: Batch) -> None:
                 if "taskId" not in handoff_record(current.state, node_id):
                     batch.add(events.handoff_accepted(node_id, ref.as_record(), task.state))
 
             await self._engine.transition(row.run_id, accept)
-            await self._subscribe(port, ref, hid)
+            await self._subscribe(port, ref, hid, row, node_id)
             return await self._apply(row.run_id, node_id, task, ref)
         ref = PeerRef.from_record(record, run_trace(row, node_id))
         pending = record.get("pendingReply")
@@ -296,7 +300,9 @@ class Handoffs:
             index = int(pending["index"])
             message_id = f"{invocation_message_id(row.run_id, node_id)}-reply-{index}"
             metadata = {"openwop": {"runId": row.run_id, "nodeId": node_id, "decidedBy": pending.get("decidedBy")}}
-            await port.reply(ref, message_id=message_id, value=pending["value"], metadata=metadata)
+            seam = effects.HANDOFF_REPLY
+            async with self._ledger.attempt(row.tenant, row.run_id, node_id, seam, message_id, ordinal=index):
+                await port.reply(ref, message_id=message_id, value=pending["value"], metadata=metadata)
 
             def replied(current: RunRow, batch: Batch) -> None:
                 owed = handoff_record(current.state, node_id).get("pendingReply")
@@ -305,7 +311,7 @@ class Handoffs:
 
             await self._engine.transition(row.run_id, replied)
         elif hid not in self._subscribed:  # after a restart: ask again (an idempotent config id at the peer)
-            await self._subscribe(port, ref, hid)
+            await self._subscribe(port, ref, hid, row, node_id)
         task = await port.get(ref)
         self._last_read[hid] = clock.now_iso()
         return await self._apply(row.run_id, node_id, task, ref)
@@ -327,11 +333,15 @@ class Handoffs:
             )
         return tuple(f if f.blob is None else replace(f, data=found[f.blob]) for f in call.files)
 
-    async def _subscribe(self, port: PeerPort, ref: PeerRef, hid: str) -> None:
+    async def _subscribe(self, port: PeerPort, ref: PeerRef, hid: str, row: RunRow, node_id: str) -> None:
         """Ask the peer to push (once per hand-off per process start); a peer that will not is polled."""
         self._subscribed.add(hid)
         try:
-            pushed = await port.subscribe(ref, hid)
+            pushed = await port.pushes(ref)
+            if pushed:
+                seam, key = effects.HANDOFF_PUSH_CONFIG, push_config_key(hid)
+                async with self._ledger.attempt(row.tenant, row.run_id, node_id, seam, key):
+                    pushed = await port.subscribe(ref, hid)
         except PeerError as failed:
             pushed = False
             log.info("hand-off %s: the peer will not push (%s); polling it", hid, failed)

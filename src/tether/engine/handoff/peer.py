@@ -153,6 +153,7 @@ class PeerPort(Protocol):
 
         ``message_id`` is derived from the node's invocation, so sending again after a crash
         finds the task the first send made at an idempotent peer instead of making another.
+        It is also the request's ``Idempotency-Key``, the same on every attempt.
         """
         ...
 
@@ -168,8 +169,15 @@ class PeerPort(Protocol):
         """Ask the peer to cancel the task (a task already finished is not an error)."""
         ...
 
+    async def pushes(self, ref: PeerRef) -> bool:
+        """Whether the peer says it pushes (``subscribe`` would send a request), read without asking it to."""
+        ...
+
     async def subscribe(self, ref: PeerRef, handoff_id: str) -> bool:
-        """Ask the peer to push to this host when the task changes; False when it cannot or will not."""
+        """Ask the peer to push to this host when the task changes; False when it cannot or will not.
+
+        Its ``Idempotency-Key`` is ``record.push_config_key(handoff_id)``, the same on every attempt.
+        """
         ...
 
     def watch(self, ref: PeerRef) -> AsyncGenerator[str, None]:

@@ -26,6 +26,7 @@ __all__ = [
     "in_flight",
     "invocation_message_id",
     "peer_subkind",
+    "push_config_key",
     "run_trace",
     "trace_id",
 ]
@@ -57,6 +58,12 @@ def invocation_message_id(run_id: str, node_id: str) -> str:
     the run and node ids name the invocation.
     """
     return f"tether-{handoff_id(run_id, node_id)}"
+
+
+def push_config_key(hid: str) -> str:
+    """The ``Idempotency-Key`` of hand-off ``hid``'s push-config registration (the config's id is ``hid``):
+    the same on every registration, so asking again after a restart is one effect at the peer."""
+    return f"tether-{hid}-push"
 
 
 def trace_id(run_id: str, node_id: str) -> str:

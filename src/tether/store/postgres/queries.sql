@@ -629,3 +629,42 @@ WHERE b.digest IN (SELECT l.digest FROM run_blobs l WHERE l.run_id = ANY($1::tex
 
 -- name: purge_run_blobs
 DELETE FROM run_blobs WHERE run_id = ANY($1::text[]);
+
+-- the effect ledger ------------------------------------------------------------------------------
+
+-- name: release_effect_claims
+-- Before a new attempt of effect $1 is claimed: an attempt still claimed was never settled (its
+-- host died between the send and the record), so it is released, its time kept. The rows it
+-- touches stay locked until the claim commits, so two claims of one effect take turns.
+UPDATE effects SET state = 'released' WHERE effect_id = $1 AND state = 'claimed';
+
+-- name: claim_effect
+-- The next attempt of an effect, claimed (see sqlite/queries.sql); a claim that lost a race for
+-- the same number finds the primary key taken and is tried again.
+INSERT INTO effects (effect_id, attempt, tenant, run_id, node_id, seam, keying, provider_key, invocation_id, state, at)
+SELECT $1, COALESCE(MAX(attempt), 0) + 1, $2, $3, $4, $5, $6, $7, $8, 'claimed', $9
+FROM effects WHERE effect_id = $1
+ON CONFLICT DO NOTHING
+RETURNING attempt;
+
+-- name: settle_effect
+UPDATE effects SET state = $3 WHERE effect_id = $1 AND attempt = $2 AND state = 'claimed';
+
+-- name: list_effects
+-- Run $1's ledger, oldest first (see sqlite/queries.sql).
+SELECT effect_id, attempt, node_id, seam, keying, provider_key, invocation_id, state, at
+FROM effects WHERE run_id = $1
+UNION ALL
+SELECT o.delivery_id, o.attempts,
+       COALESCE((SELECT convert_from(e.doc, 'UTF8')::jsonb ->> 'nodeId' FROM run_events e
+                 WHERE e.run_id = o.run_id AND e.sequence = o.sequence), 'tether:run'),
+       CASE o.kind WHEN 'webhook' THEN 'openwop.webhook.delivery' WHEN 'a2a-push' THEN 'a2a.push.delivery'
+                   ELSE 'openwop.callback.delivery' END,
+       'business-identity', o.delivery_id, NULL,
+       CASE o.status WHEN 'delivered' THEN 'completed' ELSE 'released' END, o.updated_at
+FROM outbox o WHERE o.run_id = $1 AND o.attempts > 0
+ORDER BY 9, 1, 2;
+
+-- name: purge_effects
+-- Ledger rows older than $1, oldest first, at most $2 (a purge batch, like purge_runs).
+DELETE FROM effects WHERE (effect_id, attempt) IN (SELECT effect_id, attempt FROM effects WHERE at < $1 ORDER BY at LIMIT $2);

@@ -36,6 +36,8 @@ from tether.store.base import (
     Commit,
     CredentialRow,
     DeliveryRow,
+    EffectClaim,
+    EffectRecord,
     EventRow,
     IdempotencyRecord,
     KeyRow,
@@ -504,6 +506,29 @@ class PostgresStore:
                 self._tasks.cache.forget(run_id)
                 await self._notifier.send(run_id)  # the other hosts drop their copies too
         return ids
+
+    # the effect ledger
+
+    async def claim_effect(self, claim: EffectClaim) -> int:
+        """Release the effect's unsettled attempts and claim the next; a claim that raced another for one
+        number (the primary key refused it) is tried again after the other committed."""
+        c = claim
+        values = (c.tenant, c.run_id, c.node_id, c.seam, c.keying, c.provider_key, c.invocation_id, c.at)
+        while True:
+            async with self._transaction("claiming an effect") as conn:
+                await conn.execute(Q["release_effect_claims"], c.effect_id)
+                attempt = await conn.fetchval(Q["claim_effect"], c.effect_id, *values)
+            if attempt is not None:
+                return int(attempt)
+
+    async def settle_effect(self, effect_id: str, attempt: int, state: str) -> None:
+        await self._execute("settle_effect", effect_id, attempt, state)
+
+    async def list_effects(self, run_id: str) -> list[EffectRecord]:
+        return [EffectRecord(*row) for row in await self._fetch("list_effects", run_id)]
+
+    async def purge_effects(self, before: str, limit: int) -> int:
+        return await self._execute("purge_effects", before, limit)
 
     async def announce(self, run_id: str) -> None:
         """Hint the other hosts that ``run_id`` changed; a hint that cannot be sent is

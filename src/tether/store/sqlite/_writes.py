@@ -122,3 +122,16 @@ def claim_run(conn: sqlite3.Connection, params: dict[str, Any]) -> int | None:
 
 def renew_leases(conn: sqlite3.Connection, expires: str, owner: str, now: str) -> list[str]:
     return [r[0] for r in conn.execute(Q["renew_leases"], (expires, owner, now)).fetchall()]
+
+
+def claim_effect(conn: sqlite3.Connection, params: dict[str, Any]) -> int:
+    """Release the effect's unsettled attempts and claim its next one, in the writer's transaction; its number."""
+    conn.execute(Q["release_effect_claims"], (params["effect_id"],))
+    attempt: int = conn.execute(Q["claim_effect"], params).fetchone()[0]
+    return attempt
+
+
+def purge_effects(conn: sqlite3.Connection, before: str, limit: int) -> int:
+    """Delete up to ``limit`` ledger rows older than ``before``; how many went."""
+    deleted: int = conn.execute(Q["purge_effects"], (before, limit)).rowcount
+    return deleted

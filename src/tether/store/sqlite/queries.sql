@@ -307,3 +307,45 @@ WHERE digest IN (SELECT l.digest FROM run_blobs l WHERE l.run_id IN (SELECT valu
 
 -- name: purge_run_blobs
 DELETE FROM run_blobs WHERE run_id IN (SELECT value FROM json_each(?));
+
+-- the effect ledger ------------------------------------------------------------------------------
+
+-- name: release_effect_claims
+-- Before a new attempt of effect ?1 is claimed: an attempt still claimed was never settled (its
+-- host died between the send and the record), so it is released, its time kept.
+UPDATE effects SET state = 'released' WHERE effect_id = ?1 AND state = 'claimed';
+
+-- name: claim_effect
+-- The next attempt of an effect, claimed: the insert that takes its number is the claim (the
+-- primary key refuses a second claim of one number); the attempt's number comes back.
+INSERT INTO effects (effect_id, attempt, tenant, run_id, node_id, seam, keying, provider_key, invocation_id, state, at)
+SELECT :effect_id, COALESCE(MAX(attempt), 0) + 1, :tenant, :run_id, :node_id, :seam, :keying, :provider_key,
+       :invocation_id, 'claimed', :at
+FROM effects WHERE effect_id = :effect_id
+RETURNING attempt;
+
+-- name: settle_effect
+-- An attempt's outcome: only a claimed attempt is settled (a released one stays released).
+UPDATE effects SET state = ?3 WHERE effect_id = ?1 AND attempt = ?2 AND state = 'claimed';
+
+-- name: list_effects
+-- Run ?1's ledger, oldest first: the attempts written here, and each delivery the run caused
+-- (a webhook, an A2A push, its callback) that was attempted at least once, read from its outbox
+-- row: one row for its latest attempt, keyed on the delivery itself (its id is its
+-- Idempotency-Key and its webhook-id). A delivery's node is the node of the event that caused it.
+SELECT effect_id, attempt, node_id, seam, keying, provider_key, invocation_id, state, at
+FROM effects WHERE run_id = ?1
+UNION ALL
+SELECT o.delivery_id, o.attempts,
+       COALESCE((SELECT json_extract(CAST(e.doc AS TEXT), '$.nodeId') FROM run_events e
+                 WHERE e.run_id = o.run_id AND e.sequence = o.sequence), 'tether:run'),
+       CASE o.kind WHEN 'webhook' THEN 'openwop.webhook.delivery' WHEN 'a2a-push' THEN 'a2a.push.delivery'
+                   ELSE 'openwop.callback.delivery' END,
+       'business-identity', o.delivery_id, NULL,
+       CASE o.status WHEN 'delivered' THEN 'completed' ELSE 'released' END, o.updated_at
+FROM outbox o WHERE o.run_id = ?1 AND o.attempts > 0
+ORDER BY 9, 1, 2;
+
+-- name: purge_effects
+-- Ledger rows older than ?1, at most ?2 of them (the ledger outlives its run's own window).
+DELETE FROM effects WHERE rowid IN (SELECT rowid FROM effects WHERE at < ?1 LIMIT ?2);

@@ -33,6 +33,7 @@ from tether.store._records import (
     TASK,
     WEBHOOK,
     WORKFLOW,
+    effect_params,
 )
 from tether.store._task_cache import TaskCache, TaskEntry
 from tether.store.base import (
@@ -40,6 +41,8 @@ from tether.store.base import (
     Commit,
     CredentialRow,
     DeliveryRow,
+    EffectClaim,
+    EffectRecord,
     EventRow,
     Fanout,
     IdempotencyRecord,
@@ -453,6 +456,20 @@ class SqliteStore:
     ) -> list[DeliveryRow]:
         params = (tenant, target_id, before, limit)
         return await self._read(lambda conn: fetch_all(conn, DELIVERY, Q["dead_letters"], params))
+
+    # the effect ledger ---------------------------------------------------------------------
+
+    async def claim_effect(self, claim: EffectClaim) -> int:
+        return await self._write(_writes.claim_effect, effect_params(claim))
+
+    async def settle_effect(self, effect_id: str, attempt: int, state: str) -> None:
+        await self._write(_writes.execute, Q["settle_effect"], (effect_id, attempt, state))
+
+    async def list_effects(self, run_id: str) -> list[EffectRecord]:
+        return await self._read(lambda conn: [EffectRecord(*row) for row in conn.execute(Q["list_effects"], (run_id,))])
+
+    async def purge_effects(self, before: str, limit: int) -> int:
+        return await self._write(_writes.purge_effects, before, limit)
 
     # leases (one host: they are kept, but nobody else competes) -----------------------------
 
