@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tether.engine.handoff.negotiation import Negotiation, decide
 from tether.engine.handoff.peer import PeerCall, PeerRef, PeerRefused, PeerTask, PeerUnavailable
 
 
@@ -23,6 +24,10 @@ class FakePeer:
     after_reply: str = "working"
     down: bool = False
     refuse: str | None = None
+    #: the versions its card offers, and the host's floor (``--a2a-minimum-version``)
+    offers: tuple[str, ...] = ("1.0",)
+    floor: str = "1.0"
+    negotiations: list[Negotiation] = field(default_factory=list)
     sends: list[tuple[PeerCall, str, dict[str, Any]]] = field(default_factory=list)
     replies: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     cancels: list[str] = field(default_factory=list)
@@ -37,6 +42,14 @@ class FakePeer:
 
     def set(self, task_id: str, state: str, **changes: Any) -> None:
         self.tasks[task_id] = replace(self.tasks[task_id], state=state, **changes)
+
+    async def negotiate(self, call: PeerCall) -> Negotiation:
+        """The card read: refused as any call is, but not ``down`` (a transport failure is the send's, in the ledger)."""
+        if self.refuse is not None:
+            raise PeerRefused(self.refuse, f"refused: {self.refuse}")
+        decision = decide(call.agent, call.version, self.offers, self.floor)
+        self.negotiations.append(decision)
+        return decision
 
     async def send(self, call: PeerCall, *, message_id: str, metadata: dict[str, Any]) -> tuple[PeerRef, PeerTask]:
         self._check()

@@ -274,6 +274,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
                     public_url=settings.base_url,
                     limits=FileLimits.of(settings),
                     credentials=OutboundCredentials(store, egress.box),
+                    minimum_version=settings.a2a_minimum_version,
                 ),
                 handoffs=HandoffSettings(
                     poll_max=settings.handoff_poll_max_seconds, after_send=a2a_routes.handoff_pause(settings)
@@ -302,8 +303,13 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
                 egress.worker,
                 transports=a2a.transports,
                 families={"a2a": a2a.discovery_block()},
-                # RFC 0100's block at major 2: 1.0 on the interface whose task ids are bound run ids
-                v2_families={"a2a": v2_discovery.family("seam-gated", **a2a.v2_facets())},
+                # RFC 0100's block at major 2: 1.0 on the interface whose task ids are bound run ids,
+                # 1.0 its floor: a host whose hand-offs may speak 0.3 (--a2a-minimum-version) cannot claim it
+                v2_families=(
+                    {"a2a": v2_discovery.family("seam-gated", **a2a.v2_facets())}
+                    if settings.a2a_minimum_version == "1.0"
+                    else {}
+                ),
             )
             dev_key = await ensure_dev_key(store)
             resumed = await engine.start()

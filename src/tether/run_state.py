@@ -90,6 +90,9 @@ class HandoffRecord(TypedDict, total=False):
     Empty until the peer took the task; each field appears with the event that brings it.
     """
 
+    # a2a.handoff.negotiated: the version negotiation's outcome (accepted, refused) and version, once per hand-off
+    negotiated: str
+    negotiatedVersion: str
     # a2a.handoff.accepted: where the peer's task lives (``PeerTaskRecord``), and since when
     agent: str
     rpcUrl: str

@@ -19,6 +19,8 @@ class Settings:
     default_skill: str = "echo"
     a2a_skills: tuple[str, ...] = ()  # only these workflows are A2A skills (fixtures too); empty: every loaded one
     a2a_request_timeout: float = 30.0
+    #: the lowest A2A version a hand-off may speak ("1.0", or "0.3" for legacy peers; then the v2 root has no ``a2a``)
+    a2a_minimum_version: str = "1.0"
     a2a_file_part_bytes: int = 8 * 1024 * 1024  # the most bytes one A2A file part may carry inline
     a2a_file_message_bytes: int = 16 * 1024 * 1024  # the most file bytes one A2A message may carry in all
     enable_test_seams: bool = False

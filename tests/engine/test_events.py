@@ -21,6 +21,7 @@ from workflow_docs import node as _node
 from workflow_docs import workflow_doc
 
 from tether.auth.keys import ALL_SCOPES
+from tether.engine.handoff.negotiation import decide
 from tether.engine import events
 from tether.engine.engine import Engine
 from tether.engine.events import EVENT_TYPES, NewEvent
@@ -153,6 +154,10 @@ SAMPLES: dict[str, list[NewEvent]] = {
     ],
     "approval_ask": [events.approval_ask("gate", "why?", "key:alice")],
     "clarification_resolved": [events.clarification_resolved("ask", {"q1": "red"}, "key:alice")],
+    "handoff_negotiated": [
+        events.handoff_negotiated("peer", decide("https://b", "auto", ("1.0",), "1.0").payload(_NOW), ["1.0"], False),
+        events.handoff_negotiated("peer", decide("https://b", "auto", ("0.3",), "1.0").payload(_NOW), ["0.3"], False),
+    ],
     "handoff_accepted": [
         events.handoff_accepted(
             "peer", {"agent": "https://b", "rpcUrl": "https://b/v1/a2a", "version": "1.0", "taskId": "t1"}, "working"

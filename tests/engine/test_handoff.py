@@ -145,7 +145,7 @@ async def test_a_peer_that_comes_back_in_time_is_followed(host: Host) -> None:
     engine = await host.start()
     run_id = (await engine.create_run(ALICE, "hand", {})).run.run_id
     host.peer.down = False
-    row = await _until(engine, run_id, lambda r: bool(r.state["nodeStates"].get("peer", {}).get("handoff")))
+    row = await _until(engine, run_id, lambda r: "taskId" in r.state["nodeStates"].get("peer", {}).get("handoff", {}))
     assert row.status == "running"
     host.peer.set("task-1", "completed")
     assert (await _until(engine, run_id, lambda r: r.status in TERMINAL)).status == "completed"
@@ -163,7 +163,7 @@ async def test_a_refused_address_fails_at_once_with_egress_denied(host: Host) ->
 async def test_a_restart_follows_the_recorded_task_and_never_sends_again(host: Host) -> None:
     engine = await host.start()
     run_id = (await engine.create_run(ALICE, "hand", {})).run.run_id
-    await _until(engine, run_id, lambda r: bool(r.state["nodeStates"].get("peer", {}).get("handoff")))
+    await _until(engine, run_id, lambda r: "taskId" in r.state["nodeStates"].get("peer", {}).get("handoff", {}))
     await host.stop()
     host.peer.set("task-1", "completed", artifacts=[{"artifactId": "a", "parts": [{"kind": "text", "text": "ok"}]}])
     engine = await host.start()
@@ -176,7 +176,7 @@ async def test_a_restart_follows_the_recorded_task_and_never_sends_again(host: H
 async def test_cancelling_the_run_cancels_the_peer_task(host: Host) -> None:
     engine = await host.start()
     run_id = (await engine.create_run(ALICE, "hand", {})).run.run_id
-    await _until(engine, run_id, lambda r: bool(r.state["nodeStates"].get("peer", {}).get("handoff")))
+    await _until(engine, run_id, lambda r: "taskId" in r.state["nodeStates"].get("peer", {}).get("handoff", {}))
     await engine.cancel(ALICE, run_id, "stop")
     await _until(engine, run_id, lambda r: r.status == "cancelled")
     for _ in range(200):
@@ -189,7 +189,7 @@ async def test_cancelling_the_run_cancels_the_peer_task(host: Host) -> None:
 async def test_a_follower_that_fails_unexpectedly_is_started_again_without_a_restart(host: Host) -> None:
     engine = await host.start()
     run_id = (await engine.create_run(ALICE, "hand", {})).run.run_id
-    await _until(engine, run_id, lambda r: bool(r.state["nodeStates"].get("peer", {}).get("handoff")))
+    await _until(engine, run_id, lambda r: "taskId" in r.state["nodeStates"].get("peer", {}).get("handoff", {}))
     reads = host.peer.get
 
     async def broken_once(ref: Any) -> Any:

@@ -101,7 +101,7 @@ async def test_the_runs_file_goes_with_its_bytes_and_a_uri_as_the_uri(engine: En
         {"kind": "file", "file": {"uri": URI, "name": "signed.pdf"}},
     )
     run_id = (await engine.create_run(ALICE, "hand", {"doc": doc}, blobs=[REPORT])).run.run_id
-    await _until(engine, run_id, lambda r: bool(r.state["nodeStates"].get("peer", {}).get("handoff")))
+    await _until(engine, run_id, lambda r: "taskId" in r.state["nodeStates"].get("peer", {}).get("handoff", {}))
     [(call, _, _)] = peer.sends
     assert call.text == "publish it"  # the message's text part is not sent again as a file
     assert call.files == (
@@ -134,7 +134,7 @@ async def test_the_peers_file_is_a_blob_of_the_run_and_its_answer_marked_untrust
     engine: Engine, peer: FakePeer, store: SqliteStore
 ) -> None:
     run_id = (await engine.create_run(ALICE, "hand", {"doc": _message()})).run.run_id
-    await _until(engine, run_id, lambda r: bool(r.state["nodeStates"].get("peer", {}).get("handoff")))
+    await _until(engine, run_id, lambda r: "taskId" in r.state["nodeStates"].get("peer", {}).get("handoff", {}))
     assert await store.read_blobs(run_id, [ANSWER.digest]) == {}
     parts = [{"kind": "text", "text": "signed"}, stored_part(ANSWER, "signed.pdf", "application/pdf")]
     peer.set("task-1", "completed", artifacts=[{"artifactId": "a", "parts": parts}], blobs=[ANSWER])
@@ -154,7 +154,7 @@ async def test_a_file_the_peer_asks_with_is_kept_with_the_mirrored_question(
     engine: Engine, peer: FakePeer, store: SqliteStore
 ) -> None:
     run_id = (await engine.create_run(ALICE, "hand", {"doc": _message()})).run.run_id
-    await _until(engine, run_id, lambda r: bool(r.state["nodeStates"].get("peer", {}).get("handoff")))
+    await _until(engine, run_id, lambda r: "taskId" in r.state["nodeStates"].get("peer", {}).get("handoff", {}))
     draft = stored_part(ANSWER, "draft.pdf", "application/pdf")
     peer.set("task-1", "input-required", message="Is this draft right?", files=[draft], blobs=[ANSWER])
     row = await _until(engine, run_id, lambda r: r.status == "waiting-input")

@@ -84,6 +84,15 @@ def _tenant_option(ctx: click.Context, param: click.Parameter, value: str | None
     help="Seconds a blocking A2A message/send waits for the run.",
 )
 @click.option(
+    "--a2a-minimum-version",
+    default="1.0",
+    show_default=True,
+    type=click.Choice(["1.0", "0.3"]),
+    help="Lowest A2A version a hand-off may speak: a peer offering only older ones fails the node "
+    "(interop_version_unsupported) and is sent nothing. 0.3 lets hand-offs reach legacy peers and takes "
+    "the a2a record off the v2 discovery root.",
+)
+@click.option(
     "--a2a-file-part-bytes",
     default=8 * 1024 * 1024,
     show_default=True,

@@ -216,15 +216,25 @@ class HandoffLogPayload(TypedDict):
     peer answered the send, so that a restart or a replay follows it and never sends again.
     """
 
-    kind: Literal["a2a.handoff.accepted", "a2a.handoff.observed", "a2a.handoff.reply", "a2a.handoff.replied"]
+    kind: Literal[
+        "a2a.handoff.negotiated",
+        "a2a.handoff.accepted",
+        "a2a.handoff.observed",
+        "a2a.handoff.reply",
+        "a2a.handoff.replied",
+    ]
     nodeId: str
-    level: Literal["info"]
+    level: Literal["info", "warn"]
     message: str
     handoff: NotRequired[PeerTaskRecord]
     peerState: NotRequired[str]
     question: NotRequired[str]
     reply: NotRequired[HandoffReply]
     replyIndex: NotRequired[int]
+    #: ``negotiated``: the ``negotiation.decided`` payload of OpenWOP v2, as a v2 reader sees it
+    negotiation: NotRequired[dict[str, Any]]
+    offered: NotRequired[list[str]]
+    downgraded: NotRequired[bool]
 
 
 class NodeCancelledPayload(TypedDict):
@@ -512,6 +522,25 @@ def clarification_resolved(node_id: str, answers: dict[str, Any], answered_by: s
 
 
 # hand-offs -----------------------------------------------------------------------------------
+
+
+def handoff_negotiated(node_id: str, negotiation: dict[str, Any], offered: list[str], downgraded: bool) -> NewEvent:
+    """The version the hand-off speaks to its peer was decided (or refused): once, before any send.
+
+    A v2 reader sees it as ``negotiation.decided`` with ``negotiation`` as its payload.
+    """
+    outcome = negotiation["outcome"]
+    said = f"A2A {negotiation['version']}" if "version" in negotiation else negotiation.get("reason", "")
+    payload: HandoffLogPayload = {
+        "kind": "a2a.handoff.negotiated",
+        "nodeId": node_id,
+        "level": "info" if outcome == "accepted" else "warn",
+        "message": f"version negotiation {outcome}: {said}",
+        "negotiation": negotiation,
+        "offered": offered,
+        "downgraded": downgraded,
+    }
+    return NewEvent("log.appended", payload, node_id)
 
 
 def handoff_accepted(node_id: str, handoff: PeerTaskRecord, peer_state: str) -> NewEvent:

@@ -202,6 +202,11 @@ def _handoff(nodes: dict[str, NodeState], node_id: str, payload: dict[str, Any],
         return
     handoff: HandoffRecord = entry.setdefault("handoff", {})
     kind = payload["kind"]
+    if kind == "a2a.handoff.negotiated":
+        decided = payload.get("negotiation") or {}
+        handoff["negotiated"] = str(decided.get("outcome", "accepted"))
+        if "version" in decided:
+            handoff["negotiatedVersion"] = str(decided["version"])
     if kind == "a2a.handoff.accepted":
         accepted: PeerTaskRecord | None = payload.get("handoff")
         if accepted:

@@ -1,8 +1,9 @@
 """The hand-off client: the engine's ``PeerPort`` over A2A, through the guarded egress client.
 
-It reads the peer's agent card once per peer and process, picks the version (``auto``:
-1.0 if the card offers a JSON-RPC 1.0 interface, else 0.3; or the node's pinned one),
-and speaks JSON-RPC in it. Every request goes through the egress client the root built
+It reads the peer's agent card once per peer and process, picks the version
+(``engine.handoff.negotiation``: ``auto`` takes 1.0 if the card offers a JSON-RPC 1.0
+interface, else 0.3 if the operator's floor, ``--a2a-minimum-version``, allows it; or the
+node's pinned one), and speaks JSON-RPC in it. Every request goes through the egress client the root built
 (the guard's scheme and address arms, a pinned connection, no redirects). Failures are
 sorted for the follower: a refused address, an auth refusal or a protocol error is final
 (``PeerRefused``); a network error, a timeout, 408/429/5xx or an internal error is worth
@@ -26,6 +27,7 @@ from tether.a2a.peer import _files, _wire
 from tether.a2a.peer.tokens import push_path, push_token
 from tether.egress import EgressResponseTooLarge
 from tether.egress.guard import EgressRefused
+from tether.engine.handoff.negotiation import Negotiation, decide, pinned_below_floor
 from tether.engine.handoff.peer import PeerCall, PeerRef, PeerRefused, PeerTask, PeerUnavailable
 from tether.engine.handoff.record import push_config_key
 from tether.ids import new_id
@@ -39,6 +41,8 @@ CredentialLookup = Callable[[str, str], Awaitable[str]]
 _TASK_NOT_FOUND: Final = -32001
 _NOT_CANCELABLE: Final = -32002
 _INTERNAL: Final = -32603
+#: A2A 1.0's VersionNotSupportedError: the peer does not speak the version asked for
+_VERSION_NOT_SUPPORTED: Final = -32009
 #: a peer's file bytes are decoded and hashed off the event loop beyond this much base64
 _OFF_LOOP: Final = 256 * 1024
 
@@ -120,19 +124,30 @@ class PeerClient:
         public_url: str,
         limits: FileLimits,
         credentials: CredentialLookup | None = None,
+        minimum_version: str = "1.0",
     ) -> None:
         self._client = client
         self._host_key = host_key
         self._public_url = public_url.rstrip("/")
         self._credentials = credentials
         self._limits = limits
+        self._floor = minimum_version
         self._peers: dict[str, _Peer] = {}
 
     # the port ---------------------------------------------------------------------------------
 
-    async def send(self, call: PeerCall, *, message_id: str, metadata: dict[str, Any]) -> tuple[PeerRef, PeerTask]:
+    async def negotiate(self, call: PeerCall) -> Negotiation:
+        if pinned_below_floor(call.version, self._floor):  # nothing to ask the peer
+            return decide(call.agent, call.version, (), self._floor)
         peer = await self._peer(call.agent, call.credential)
-        version = self._version(peer, call)
+        return decide(call.agent, call.version, tuple(peer.endpoints), self._floor)
+
+    async def send(self, call: PeerCall, *, message_id: str, metadata: dict[str, Any]) -> tuple[PeerRef, PeerTask]:
+        decision = await self.negotiate(call)
+        if decision.version is None:
+            raise PeerRefused("interop_version_unsupported", decision.message)
+        version = decision.version
+        peer = await self._peer(call.agent, call.credential)
         meta: dict[str, Any] = dict(metadata)
         if call.skill:
             meta["skillId"] = call.skill
@@ -219,18 +234,6 @@ class PeerClient:
         configuration = {"blocking": False} if version == "0.3" else {"returnImmediately": True}
         return {"message": _wire.render_message(doc, version), "configuration": configuration}
 
-    @staticmethod
-    def _version(peer: _Peer, call: PeerCall) -> str:
-        wanted = ["1.0", "0.3"] if call.version == "auto" else [call.version]
-        for version in wanted:
-            if version in peer.endpoints:
-                return version
-        offered = ", ".join(sorted(peer.endpoints)) or "no JSON-RPC interface"
-        raise PeerRefused(
-            "interop_version_unsupported",
-            f"the peer at {call.agent} offers {offered}; this hand-off speaks {' or '.join(wanted)}",
-        )
-
     async def _peer(self, agent: str, credential: str | None) -> _Peer:
         known = self._peers.get(agent)
         if known is not None:
@@ -313,6 +316,10 @@ class PeerClient:
                 raise PeerUnavailable("external_call_failed", f"{method}: {message}")
             if code == _TASK_NOT_FOUND:
                 raise PeerRefused("a2a_peer_task_not_found", f"{method}: the peer has no task {ref.task_id}: {message}")
+            if code == _VERSION_NOT_SUPPORTED:
+                raise PeerRefused(
+                    "interop_version_unsupported", f"{method}: the peer does not speak A2A {ref.version}: {message}"
+                )
             if code == _NOT_CANCELABLE:
                 raise PeerRefused("a2a_peer_not_cancelable", f"{method}: {message}")
             raise PeerRefused("a2a_peer_error", f"{method} failed ({code}): {message}")

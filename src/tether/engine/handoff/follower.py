@@ -278,6 +278,8 @@ class Handoffs:
         port = self._port
         assert port is not None
         if "taskId" not in record:
+            if "negotiated" not in record and await self._negotiate(port, row, node_id, outcome.call):
+                return None  # refused: the node failed, the peer was sent nothing
             metadata = {"openwop": {"runId": row.run_id, "nodeId": node_id}}
             message_id = invocation_message_id(row.run_id, node_id)
             call = replace(outcome.call, trace=run_trace(row, node_id), files=await self._with_bytes(row, outcome.call))
@@ -315,6 +317,33 @@ class Handoffs:
         task = await port.get(ref)
         self._last_read[hid] = clock.now_iso()
         return await self._apply(row.run_id, node_id, task, ref)
+
+    async def _negotiate(self, port: PeerPort, row: RunRow, node_id: str, call: PeerCall) -> bool:
+        """Decide the version once per hand-off and record it (``negotiation.decided``); True when refused.
+
+        Recorded in a transition that first looks whether it already is, so a restart (or a
+        lost race with another host) never writes it twice; a refusal fails the node with it.
+        """
+        decision = await port.negotiate(call)
+        event = events.handoff_negotiated(
+            node_id, decision.payload(clock.now_iso()), list(decision.offered), decision.downgraded
+        )
+
+        def record(current: RunRow, batch: Batch) -> None:
+            entry = current.state["nodeStates"].get(node_id)
+            if entry is None or entry["status"] not in IN_FLIGHT or current.status in TERMINAL:
+                return
+            if "negotiated" in handoff_record(current.state, node_id):
+                return
+            batch.add(event)
+            if decision.refused:
+                batch.add(events.node_failed(node_id, {"code": "interop_version_unsupported", "message": decision.message}))
+
+        await self._engine.transition(row.run_id, record)
+        if decision.refused:
+            log.info("hand-off of run %s node %s refused: %s", row.run_id, node_id, decision.message)
+            self._engine.kick(row.run_id)
+        return decision.refused
 
     async def _with_bytes(self, row: RunRow, call: PeerCall) -> tuple[PeerFile, ...]:
         """The call's files, each blob with its bytes: read from the run's own blobs now, for this send only.

@@ -13,6 +13,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tether.engine.handoff.negotiation import Negotiation
 from tether.files import Blob
 from tether.run_state import HandoffRecord, PeerTaskRecord
 
@@ -147,6 +148,14 @@ class PeerRefused(PeerError):
 
 class PeerPort(Protocol):
     """The remote agent, as a hand-off node sees it."""
+
+    async def negotiate(self, call: PeerCall) -> Negotiation:
+        """Decide the version ``call`` speaks to its peer (reading its card, never sending a message).
+
+        A refusal is an answer, not an error; an unreadable card raises as any call does.
+        ``send`` speaks the version decided here (the same card, the same floor).
+        """
+        ...
 
     async def send(self, call: PeerCall, *, message_id: str, metadata: dict[str, Any]) -> tuple[PeerRef, PeerTask]:
         """Send the first message, never waiting for the task to finish.
