@@ -4,7 +4,8 @@ Two real hosts cover the wire (``tests/a2a/test_a2a_handoff.py``); here every pe
 and failure is steered directly: drift #3 (auth-required → waiting-input, subkind auth),
 drift #4 (rejected → rejected_by_remote), a peer moving past a mirrored question, transport
 errors retried then ``external_call_failed``, a final refusal (``egress_denied``), and a
-restart that follows the recorded task without sending again.
+restart that follows the recorded task without sending again; the version negotiation
+under the floor, each outcome recorded once as both majors read it (``negotiation.decided`` at v2).
 """
 
 from __future__ import annotations
@@ -13,16 +14,21 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import hashlib
+
 import pytest
 from fake_peer import FakePeer
+from schemas import openwop_validator
 from workflow_docs import node, workflow_doc
 
 from tether.auth.keys import ALL_SCOPES
 from tether.engine.engine import Engine
 from tether.engine.handoff.follower import HandoffSettings
+from tether.engine.handoff.negotiation import decide, peer_digest
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry
 from tether.engine.validation import load_workflow
+from tether.openwop.v2.eventlog import v2_events
 from tether.store.base import RunRow
 from tether.store.sqlite import SqliteStore
 from tether.types import TERMINAL, Principal
@@ -200,3 +206,139 @@ async def test_a_follower_that_fails_unexpectedly_is_started_again_without_a_res
     host.peer.set("task-1", "completed")
     row = await _until(engine, run_id, lambda r: r.status in TERMINAL)
     assert row.status == "completed" and len(host.peer.sends) == 1
+
+
+# version negotiation -----------------------------------------------------------------------
+
+_ORIGIN_DIGEST = hashlib.sha256(b"https://peer.example").hexdigest()
+
+
+def _negotiated(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in docs if d["type"] == "log.appended" and d["payload"].get("kind") == "a2a.handoff.negotiated"]
+
+
+async def _events(host: Host, run_id: str) -> list[dict[str, Any]]:
+    assert host.store is not None
+    return [e.doc for e in await host.store.read_events(run_id)]
+
+
+def _v2_decided(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in v2_events(docs, ALICE.tenant) if e["type"] == "negotiation.decided"]
+
+
+@pytest.fixture
+async def stopped(tmp_path: Path) -> AsyncIterator[Any]:
+    """Makes the test's host (one data directory), stopped at the end."""
+    made: list[Host] = []
+
+    def make(peer: FakePeer, config: dict[str, Any] | None = None) -> Host:
+        made.append(Host(tmp_path, peer, config))
+        return made[-1]
+
+    yield make
+    for host in made:
+        await host.stop()
+
+
+async def test_a_1_0_peer_is_accepted_and_the_decision_is_recorded_once_before_the_send(stopped: Any) -> None:
+    host = stopped(FakePeer(next_state="completed"))
+    engine = await host.start()
+    run_id = (await engine.create_run(ALICE, "hand", {})).run.run_id
+    row = await _until(engine, run_id, lambda r: r.status in TERMINAL)
+    assert row.status == "completed" and len(host.peer.sends) == 1
+    docs = await _events(host, run_id)
+    [line] = _negotiated(docs)
+    send_at = next(d["sequence"] for d in docs if d["payload"].get("kind") == "a2a.handoff.accepted")
+    assert line["sequence"] < send_at, "decided before the peer took the task"
+    openwop_validator("run-event-payloads#/$defs/logAppended").validate(line["payload"])
+    [decided] = _v2_decided(docs)
+    openwop_validator("v2/run-event-payloads#/$defs/negotiationDecided").validate(decided["payload"])
+    assert decided["nodeId"] == "peer"
+    assert {k: v for k, v in decided["payload"].items() if k != "at"} == {
+        "protocol": "a2a",
+        "outcome": "accepted",
+        "version": "1.0",
+        "floor": "1.0",
+        "peerDigest": _ORIGIN_DIGEST,
+        "reason": "ok",
+    }
+    assert "peer.example" not in str(decided["payload"]), "content-free: the peer only as a digest"
+
+
+async def test_a_0_3_only_peer_under_the_default_floor_fails_the_node_and_is_sent_nothing(stopped: Any) -> None:
+    host = stopped(FakePeer(offers=("0.3",)))
+    engine = await host.start()
+    run_id = (await engine.create_run(ALICE, "hand", {})).run.run_id
+    row = await _until(engine, run_id, lambda r: r.status in TERMINAL)
+    assert row.status == "failed" and host.peer.sends == []
+    error = row.state["nodeStates"]["peer"]["error"]
+    assert error["code"] == "interop_version_unsupported"
+    assert "--a2a-minimum-version 0.3" in error["message"] and "nothing was sent" in error["message"]
+    [decided] = _v2_decided(await _events(host, run_id))
+    openwop_validator("v2/run-event-payloads#/$defs/negotiationDecided").validate(decided["payload"])
+    assert decided["payload"]["outcome"] == "refused" and decided["payload"]["reason"] == "below-floor"
+    assert decided["payload"]["floor"] == "1.0" and "version" not in decided["payload"]
+
+
+async def test_a_node_pinned_to_0_3_under_the_default_floor_is_refused_without_reading_the_card(stopped: Any) -> None:
+    host = stopped(FakePeer(offers=("0.3", "1.0")), {"version": "0.3"})
+    engine = await host.start()
+    run_id = (await engine.create_run(ALICE, "hand", {})).run.run_id
+    row = await _until(engine, run_id, lambda r: r.status in TERMINAL)
+    assert row.state["nodeStates"]["peer"]["error"]["code"] == "interop_version_unsupported"
+    assert host.peer.sends == []
+    [decided] = _v2_decided(await _events(host, run_id))
+    assert decided["payload"]["reason"] == "below-floor"
+
+
+async def test_under_a_0_3_floor_auto_downgrades_to_a_0_3_only_peer_and_says_so(stopped: Any) -> None:
+    host = stopped(FakePeer(offers=("0.3",), floor="0.3", next_state="completed"))
+    engine = await host.start()
+    run_id = (await engine.create_run(ALICE, "hand", {})).run.run_id
+    row = await _until(engine, run_id, lambda r: r.status in TERMINAL)
+    assert row.status == "completed" and len(host.peer.sends) == 1
+    docs = await _events(host, run_id)
+    [line] = _negotiated(docs)
+    assert line["payload"]["downgraded"] is True and line["payload"]["offered"] == ["0.3"]
+    [decided] = _v2_decided(docs)
+    assert decided["payload"]["outcome"] == "accepted" and decided["payload"]["version"] == "0.3"
+    assert decided["payload"]["floor"] == "0.3"
+
+
+async def test_a_restart_after_the_decision_does_not_decide_again(stopped: Any) -> None:
+    peer = FakePeer(down=True)  # the card was read; the send keeps failing until the host restarts
+    host = stopped(peer, {"timeout": 60_000})  # within the node's deadline: retried, never given up
+    engine = await host.start()
+    run_id = (await engine.create_run(ALICE, "hand", {})).run.run_id
+    await _until(engine, run_id, lambda r: "negotiated" in r.state["nodeStates"].get("peer", {}).get("handoff", {}))
+    await host.stop()
+    peer.down, peer.next_state = False, "completed"
+    engine = await host.start()
+    row = await _until(engine, run_id, lambda r: r.status in TERMINAL)
+    assert row.status == "completed" and len(peer.sends) == 1
+    assert len(peer.negotiations) == 1, "the recorded decision is not made again"
+    assert len(_negotiated(await _events(host, run_id))) == 1
+
+
+def test_the_peer_digest_is_of_the_origin_only() -> None:
+    assert peer_digest("https://Peer.Example:443/a/b?x=1") == _ORIGIN_DIGEST
+    assert peer_digest("http://127.0.0.1:8123/x") == hashlib.sha256(b"http://127.0.0.1:8123").hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("wanted", "offered", "floor", "outcome", "version", "reason"),
+    [
+        ("auto", ("1.0", "0.3"), "1.0", "accepted", "1.0", "ok"),
+        ("auto", ("1.0", "0.3"), "0.3", "accepted", "1.0", "ok"),
+        ("auto", ("0.3",), "0.3", "accepted", "0.3", "ok"),
+        ("auto", ("0.3",), "1.0", "refused", None, "below-floor"),
+        ("auto", (), "1.0", "refused", None, "unsupported"),
+        ("1.0", ("0.3",), "0.3", "refused", None, "unsupported"),
+        ("0.3", ("0.3",), "0.3", "accepted", "0.3", "ok"),
+        ("0.3", ("0.3",), "1.0", "refused", None, "below-floor"),
+    ],
+)
+def test_decide(wanted: str, offered: tuple[str, ...], floor: str, outcome: str, version: str | None, reason: str) -> None:
+    decision = decide("https://peer.example", wanted, offered, floor)
+    assert (decision.outcome, decision.version, decision.reason) == (outcome, version, reason)
+    assert decision.downgraded == (wanted == "auto" and version == "0.3")

@@ -3,7 +3,8 @@
 Tether stores every event in v1 spelling, whatever the run's era. A v2 reader gets it
 through the v1 → v2 codemap (``spec/v2/event-codemap.json``): the type renamed where a
 row renames it, the payload projected onto the type's closed v2 definition, the run id
-bound to its tenant and ``engineVersion`` an integer. ``sequence``, ``eventId``,
+bound to its tenant and ``engineVersion`` an integer. One Tether log line is read as the
+registered type it stands for: a hand-off's version negotiation (``negotiation.decided``). ``sequence``, ``eventId``,
 ``timestamp``, ``nodeId`` and ``causationId`` pass through unchanged.
 
 Nothing is dropped silently: a type with no row is ``500 event_type_unmapped``, and a
@@ -25,6 +26,8 @@ __all__ = [
     "CONTEXT_DEPTH",
     "ENGINE_MAJOR",
     "NEEDS_CONTEXT",
+    "NEGOTIATED",
+    "NEGOTIATION_DECIDED",
     "REGISTERED_ORGS",
     "RENAMED",
     "EventUnmapped",
@@ -188,6 +191,12 @@ KEPT: frozenset[str] = frozenset(
 )
 
 
+#: Tether's log line of a hand-off's version negotiation (``engine.events.handoff_negotiated``): v1 has no
+#: type for it, so it is stored as ``log.appended``; a v2 reader sees its registered type, with the
+#: schema's payload the line carries under ``negotiation`` (and nothing else of the line)
+NEGOTIATED = "a2a.handoff.negotiated"
+NEGOTIATION_DECIDED = "negotiation.decided"
+
 #: the vendor-org registry (the ``extensions`` of ``spec/v2/declaration.json``): only ``example``, the
 #: protocol's own, held for documentation and conformance
 REGISTERED_ORGS: frozenset[str] = frozenset({"example"})
@@ -327,12 +336,17 @@ class Translator:
         self._learn(doc)
         kind = doc["type"]
         payload = doc.get("payload")
-        project = _PROJECTIONS.get(kind)
+        if isinstance(payload, dict) and kind == "log.appended" and payload.get("kind") == NEGOTIATED:
+            v2_kind, v2_payload = NEGOTIATION_DECIDED, dict(payload.get("negotiation") or {})
+        else:
+            project = _PROJECTIONS.get(kind)
+            v2_kind = v2_type(kind)
+            v2_payload = project(self, payload, doc) if project is not None and isinstance(payload, dict) else payload
         event: dict[str, Any] = {
             "eventId": doc["eventId"],
             "runId": bind(self.tenant, doc["runId"]),
-            "type": v2_type(kind),
-            "payload": project(self, payload, doc) if project is not None and isinstance(payload, dict) else payload,
+            "type": v2_kind,
+            "payload": v2_payload,
             "timestamp": doc["timestamp"],
             "sequence": doc["sequence"],
             "schemaVersion": doc.get("schemaVersion", 1),
