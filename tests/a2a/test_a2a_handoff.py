@@ -88,7 +88,9 @@ def _workflows(b_url: str) -> list[Doc]:
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[Pair]:
-    hosts = Pair(tmp_path, _workflows, [_forger()], a_args=("--handoff-poll-max-seconds", "60"))
+    # the 0.3-pinned hand-offs need the legacy floor (the default, 1.0, refuses them before any send)
+    legacy = ("--a2a-minimum-version", "0.3")
+    hosts = Pair(tmp_path, _workflows, [_forger()], a_args=("--handoff-poll-max-seconds", "60", *legacy))
     yield hosts
     hosts.close()
 

@@ -50,7 +50,7 @@ def _workflows(b_url: str) -> list[Doc]:
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[Pair]:
-    hosts = Pair(tmp_path, _workflows, b_anonymous=False)
+    hosts = Pair(tmp_path, _workflows, b_anonymous=False, a_args=("--a2a-minimum-version", "0.3"))  # a 0.3 hand-off too
     yield hosts
     hosts.close()
 

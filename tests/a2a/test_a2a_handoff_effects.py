@@ -119,7 +119,8 @@ def test_sigkill_between_send_and_record_resends_one_effect_under_one_key(
     marker = tmp_path / "sent"
     pause = f"--test-handoff-pause-file={marker}"
     egress = ("--egress-allow-cidr", "127.0.0.1/32", "--egress-ca-bundle", str(peer.ca_file))
-    host = start_process.start("--workflows", str(flows), *egress, "--enable-test-seams", pause)
+    legacy = ("--a2a-minimum-version", "0.3")  # the peer speaks 0.3 only
+    host = start_process.start("--workflows", str(flows), *egress, *legacy, "--enable-test-seams", pause)
     assert host.dev_key
     with host.http(host.dev_key) as http:
         created = http.post("/v1/runs", json={"workflowId": "hand-once", "inputs": {}})

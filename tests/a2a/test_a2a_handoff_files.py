@@ -76,7 +76,8 @@ def _pair(folder: Path, backend: str, stack: ExitStack, *a_args: str) -> Pair:
     databases: dict[str, str | None] = {"a_database": None, "b_database": None}
     if backend == "postgres":
         databases = {name: stack.enter_context(fresh_database()) for name in databases}
-    pair = Pair(folder, _a_workflows, _b_workflows(), a_args=a_args, **databases)
+    legacy = ("--a2a-minimum-version", "0.3")  # A hands off in 0.3 too
+    pair = Pair(folder, _a_workflows, _b_workflows(), a_args=(*a_args, *legacy), **databases)
     stack.callback(pair.close)
     return pair
 

@@ -83,7 +83,7 @@ def peer(peer_folder: Path, peer_kind: str) -> Iterator[tuple[str, Path]]:
 
 
 @pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory, peer: tuple[str, Path]) -> Iterator[HostProcess]:
+def host(tmp_path_factory: pytest.TempPathFactory, peer: tuple[str, Path], peer_kind: str) -> Iterator[HostProcess]:
     peer_url, ca_file = peer
     folder = tmp_path_factory.mktemp("sdk-host")
     flows, fixtures = folder / "workflows", folder / "fixtures"
@@ -109,6 +109,8 @@ def host(tmp_path_factory: pytest.TempPathFactory, peer: tuple[str, Path]) -> It
     (fixtures / f"{ROUNDTRIP}.json").write_text(json.dumps(roundtrip))
     args = (*SECURE, "--egress-ca-bundle", str(ca_file), "--workflows", str(flows), "--seed-fixtures", str(fixtures))
     seams = ("--enable-test-seams", "--a2a-conformance-peer-url", peer_url, "--handoff-poll-max-seconds", "0.5")
+    if PEER_KINDS[peer_kind][2] == "0.3":
+        seams += ("--a2a-minimum-version", "0.3")  # a legacy peer: below the default floor
     tether = HostProcess(folder / "a", *args, *seams).start()
     yield tether
     tether.close_clients()

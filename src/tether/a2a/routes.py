@@ -17,7 +17,7 @@ import orjson
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from tether.a2a import _seams
+from tether.a2a import _invoke, _seams
 from tether.a2a.capabilities import AGENT_CARD_PATH, LEGACY_CARD_PATH, RPC_PATH, V2_CARD_PATH
 from tether.a2a.card import agent_card, strict_v10, v2_card
 from tether.a2a.push import push_record
@@ -165,7 +165,12 @@ async def get_task_state(
 
 def seams_router(enabled: bool) -> APIRouter:
     """The conformance test seams when ``enabled`` (``--enable-test-seams``), else a router that serves nothing."""
-    return _seams.router if enabled else _seams.absent_router
+    if not enabled:
+        return _seams.absent_router
+    seams = APIRouter(include_in_schema=False)
+    seams.include_router(_seams.router)
+    seams.include_router(_invoke.router)
+    return seams
 
 
 def handoff_pause(settings: Settings) -> Callable[[], Awaitable[None]] | None:

@@ -17,6 +17,7 @@ REGISTERED: dict[str, int] = {
     "protocol_version_mismatch": 400,
     "unsupported_stream_mode": 400,
     "webhook_url_rejected": 400,
+    "interop_version_unsupported": 400,
     "unauthenticated": 401,
     "key_revoked": 401,
     "interrupt_token_invalid": 401,
