@@ -44,7 +44,7 @@ class FakePeer:
         self.tasks[task_id] = replace(self.tasks[task_id], state=state, **changes)
 
     async def negotiate(self, call: PeerCall) -> Negotiation:
-        """The card read: refused as any call is, but not ``down`` (a transport failure is the send's, in the ledger)."""
+        """The card read: refused as any call is, not ``down`` (a transport failure is the send's, in the ledger)."""
         if self.refuse is not None:
             raise PeerRefused(self.refuse, f"refused: {self.refuse}")
         decision = decide(call.agent, call.version, self.offers, self.floor)

@@ -21,11 +21,11 @@ from workflow_docs import node as _node
 from workflow_docs import workflow_doc
 
 from tether.auth.keys import ALL_SCOPES
-from tether.engine.handoff.negotiation import decide
 from tether.engine import events
 from tether.engine.engine import Engine
 from tether.engine.events import EVENT_TYPES, NewEvent
 from tether.engine.handoff.follower import HandoffSettings
+from tether.engine.handoff.negotiation import decide
 from tether.engine.notifier import Notifier
 from tether.engine.registry import WorkflowRegistry, bundled_workflows
 from tether.engine.state import CANCEL_REQUESTED

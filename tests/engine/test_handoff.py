@@ -10,11 +10,10 @@ under the floor, each outcome recorded once as both majors read it (``negotiatio
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
-
-import hashlib
 
 import pytest
 from fake_peer import FakePeer
@@ -338,7 +337,9 @@ def test_the_peer_digest_is_of_the_origin_only() -> None:
         ("0.3", ("0.3",), "1.0", "refused", None, "below-floor"),
     ],
 )
-def test_decide(wanted: str, offered: tuple[str, ...], floor: str, outcome: str, version: str | None, reason: str) -> None:
+def test_decide(
+    wanted: str, offered: tuple[str, ...], floor: str, outcome: str, version: str | None, reason: str
+) -> None:
     decision = decide("https://peer.example", wanted, offered, floor)
     assert (decision.outcome, decision.version, decision.reason) == (outcome, version, reason)
     assert decision.downgraded == (wanted == "auto" and version == "0.3")

@@ -90,7 +90,7 @@ def _peer_url(body: dict[str, Any]) -> str:
 
 def _settled(row: RunRow) -> bool:
     """The hand-off refused, failed, or the peer took the task (the version is then decided)."""
-    node = row.state["nodeStates"].get(_NODE) or {}
+    node: dict[str, Any] = dict(row.state["nodeStates"].get(_NODE) or {})
     handoff = node.get("handoff") or {}
     return row.status in TERMINAL or node.get("status") == "failed" or "taskId" in handoff
 
@@ -107,7 +107,7 @@ async def invoke(request: Request, principal: Principal = Depends(require("runs:
     run_id = created.run.run_id
     row = await a2a.engine.wait_for(run_id, _settled, a2a.settings.a2a_request_timeout) or created.run
     bound = f"{row.tenant}/{run_id}"  # as tether.openwop.v2.ids.bind spells it
-    node = row.state["nodeStates"].get(_NODE) or {}
+    node: dict[str, Any] = dict(row.state["nodeStates"].get(_NODE) or {})
     handoff = node.get("handoff") or {}
     error = node.get("error") or {}
     if error.get("code") == _UNSUPPORTED:
@@ -118,4 +118,6 @@ async def invoke(request: Request, principal: Principal = Depends(require("runs:
             str(error.get("message") or "the hand-off did not reach the peer in time"),
             details={"runId": bound, "code": error.get("code", "timeout")},
         )
-    return json_response({"negotiatedVersion": handoff.get("negotiatedVersion", handoff.get("version")), "runId": bound})
+    return json_response(
+        {"negotiatedVersion": handoff.get("negotiatedVersion", handoff.get("version")), "runId": bound}
+    )

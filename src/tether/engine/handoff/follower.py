@@ -337,7 +337,9 @@ class Handoffs:
                 return
             batch.add(event)
             if decision.refused:
-                batch.add(events.node_failed(node_id, {"code": "interop_version_unsupported", "message": decision.message}))
+                batch.add(
+                    events.node_failed(node_id, {"code": "interop_version_unsupported", "message": decision.message})
+                )
 
         await self._engine.transition(row.run_id, record)
         if decision.refused:

@@ -336,6 +336,7 @@ class Translator:
         self._learn(doc)
         kind = doc["type"]
         payload = doc.get("payload")
+        v2_payload: Any
         if isinstance(payload, dict) and kind == "log.appended" and payload.get("kind") == NEGOTIATED:
             v2_kind, v2_payload = NEGOTIATION_DECIDED, dict(payload.get("negotiation") or {})
         else:
