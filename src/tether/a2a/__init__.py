@@ -35,6 +35,7 @@ The wire:
 - ``_asgi``: the ASGI plumbing both bindings answer through (head, body limit, answers, streams)
 - ``routes``: the REST app's A2A routes (card, task read) and the test seams' router
 - ``_seams``: the conformance test seams (mounted only with ``--enable-test-seams``)
+- ``_invoke``: the invoke seam, which drives a real hand-off at the suite's peer (seams only too)
 
 The other direction:
 
