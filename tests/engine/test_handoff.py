@@ -343,3 +343,18 @@ def test_decide(
     decision = decide("https://peer.example", wanted, offered, floor)
     assert (decision.outcome, decision.version, decision.reason) == (outcome, version, reason)
     assert decision.downgraded == (wanted == "auto" and version == "0.3")
+
+
+@pytest.mark.parametrize("from_seq", [0, 3])
+async def test_a_replay_fork_copies_the_decision_and_negotiates_nothing(stopped: Any, from_seq: int) -> None:
+    host = stopped(FakePeer(next_state="completed"))
+    engine = await host.start()
+    source = (await engine.create_run(ALICE, "hand", {})).run.run_id
+    await _until(engine, source, lambda r: r.status == "completed")
+    fork = (await engine.fork(ALICE, source, "replay", from_seq, run_id=f"run_fork{from_seq}")).run.run_id
+    row = await _until(engine, fork, lambda r: r.status in TERMINAL)
+    assert row.status == "completed"
+    assert len(host.peer.negotiations) == 1 and len(host.peer.sends) == 1, "the fork asked the peer nothing"
+    [copied] = _negotiated(await _events(host, fork))
+    [original] = _negotiated(await _events(host, source))
+    assert copied["payload"] == original["payload"]
