@@ -245,6 +245,15 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
             logs = RunLogs(store, notifier, on_fanout=metrics.stream_fanout.observe)
             feed = RunFeed(store, runs_watch.run_summary)
             store.on_hints_missed(feed.missed)
+            # hand-off nodes reach other agents through the guarded egress client
+            peers = PeerClient(
+                egress.handoff_client,
+                host_key=key,
+                public_url=settings.base_url,
+                limits=FileLimits.of(settings),
+                credentials=OutboundCredentials(store, egress.box),
+                minimum_version=settings.a2a_minimum_version,
+            )
             engine = Engine(
                 store,
                 registry,
@@ -267,15 +276,7 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
                 on_hint=[feed.hinted],
                 owner=owner,
                 leases=LeaseSettings(settings.lease_seconds),
-                # hand-off nodes reach other agents through the guarded egress client
-                peers=PeerClient(
-                    egress.handoff_client,
-                    host_key=key,
-                    public_url=settings.base_url,
-                    limits=FileLimits.of(settings),
-                    credentials=OutboundCredentials(store, egress.box),
-                    minimum_version=settings.a2a_minimum_version,
-                ),
+                peers=peers,
                 handoffs=HandoffSettings(
                     poll_max=settings.handoff_poll_max_seconds, after_send=a2a_routes.handoff_pause(settings)
                 ),
@@ -288,7 +289,9 @@ def build_app(settings: Settings, lines: InfoLines | None = None) -> A2AEndpoint
             app.state.verifier = verifier
             app.state.logs = logs
             app.state.run_feed = feed
-            app.state.a2a = A2ASurface(settings, a2a, store, engine, registry, logs, verifier, egress.guard, egress.box)
+            app.state.a2a = A2ASurface(
+                settings, a2a, store, engine, registry, logs, verifier, egress.guard, egress.box, peers
+            )
             app.state.rest = RestSurface(
                 settings,
                 store,

@@ -119,7 +119,32 @@ def test_the_seam_needs_the_callers_key_and_a_peer_url(
     with host.client() as anonymous:
         assert anonymous.post(INVOKE, json={"peerUrl": peers["1.0"].url}).status_code == 401
     http = host.http(host.dev_key)
-    for body in ({}, {"peerUrl": "not a url"}, {"peerUrl": peers["1.0"].url, "authenticated": "yes"}):
+    url = peers["1.0"].url
+    for body in (
+        {},
+        {"peerUrl": "x"},
+        {"peerUrl": url, "authenticated": "yes"},
+        {"peerUrl": url, "requestVersion": "9"},
+    ):
         answer = http.post(INVOKE, json=body)
         assert answer.status_code == 400 and answer.json()["error"] == "validation_error", answer.text
     assert peers["1.0"].requests == [], "a refused request reaches no peer"
+
+
+def test_a_peer_refusing_the_requested_version_reads_as_interop_version_unsupported_in_either_shape(
+    start_host: Hosts[InProcessHost], peers: dict[str, VersionPeer]
+) -> None:
+    host = _host(start_host, peers)
+    http = host.http(host.dev_key)
+    peer = peers["1.0"]
+    for legacy in (False, True):
+        peer.legacy_error_data = legacy
+        answer = http.post(INVOKE, json={"peerUrl": peer.url, "authenticated": True, "requestVersion": "99.0"})
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"] == "interop_version_unsupported", answer.text
+    assert [h["a2a-version"] for h in peer.posts()] == ["99.0", "99.0"], "the host asked the peer for it"
+    taken = http.post(INVOKE, json={"peerUrl": peer.url, "requestVersion": "1.0"})
+    assert taken.status_code == 200 and taken.json() == {"negotiatedVersion": "1.0"}, taken.text
+    below = http.post(INVOKE, json={"peerUrl": peers["0.3"].url, "requestVersion": "0.3"})
+    assert below.status_code == 400 and below.json()["error"] == "interop_version_unsupported", below.text
+    assert peers["0.3"].posts() == [], "below the floor nothing is sent, whatever is asked for"

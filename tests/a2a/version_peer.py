@@ -3,7 +3,8 @@
 Its card offers JSON-RPC in ``version`` only (``"1.0"``: a 1.0 ``supportedInterfaces``
 entry; ``"0.3"``: a legacy 0.3 card), every task it is sent completes at once, and a call
 whose ``A2A-Version`` is not its own is answered ``-32009`` (VersionNotSupportedError),
-its details as the ``Any[]`` array A2A 1.0 writes. ``requests`` holds (method, path,
+its details as the ``Any[]`` array A2A 1.0 writes (or, with ``legacy_error_data``, the bare
+object older peers wrote). ``requests`` holds (method, path,
 lower-cased headers) of each request, the card's ``GET`` included.
 """
 
@@ -29,6 +30,7 @@ class VersionPeer:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ca.issue_cert("127.0.0.1").configure_cert(context)
         self.version = version
+        self.legacy_error_data = False
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self._lock = threading.Lock()
         peer = self
@@ -44,7 +46,8 @@ class VersionPeer:
                 asked = self.headers.get("A2A-Version", "0.3")
                 if asked != peer.version:
                     detail = {"@type": _INFO, "reason": "VERSION_NOT_SUPPORTED", "domain": "a2a-protocol.org"}
-                    error = {"code": -32009, "message": f"version {asked} not supported", "data": [detail]}
+                    data = detail if peer.legacy_error_data else [detail]
+                    error = {"code": -32009, "message": f"version {asked} not supported", "data": data}
                     self._answer({"jsonrpc": "2.0", "id": request.get("id"), "error": error})
                     return
                 self._answer({"jsonrpc": "2.0", "id": request.get("id"), "result": peer.task()})

@@ -15,6 +15,12 @@ peer took the task (or refused it):
   run says ``refused`` in the first two cases;
 - ``502 a2a_peer_error``: the hand-off failed otherwise (``details.code`` says how).
 
+With ``requestVersion`` (``<major>.<minor>``) no run is made: the client sends the peer one
+message asking for that version on the interface it negotiated (``PeerClient.probe``),
+and a peer's ``-32009`` (its ``error.data`` an ``ErrorInfo`` array or a legacy object: only
+the code is read) answers ``400 interop_version_unsupported``; ``200 {negotiatedVersion}``
+if the peer took it.
+
 The caller's key is required (``runs:create``): the run is theirs. ``authenticated`` and
 ``peerOffersOnly`` describe the exchange the suite set up; neither changes what this host
 does (its floor is its preferred version unless the operator lowered it, so no exchange,
@@ -25,13 +31,15 @@ remembered: each call is a run of its own.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from tether.a2a.surface import a2a_of
+from tether.a2a.surface import A2ASurface, a2a_of
+from tether.engine.handoff.peer import PeerRefused, PeerUnavailable
 from tether.errors import InvalidInput, TetherError
 from tether.http.requests import json_body, json_object, require
 from tether.http.responses import json_response
@@ -44,6 +52,7 @@ INVOKE: Final = "/conformance/seams/sample/a2a/invoke"
 _NODE: Final = "peer"
 _PROMPT: Final = "conformance: a2a invoke seam"
 _UNSUPPORTED: Final = "interop_version_unsupported"
+_VERSION: Final = re.compile(r"[0-9]+\.[0-9]+")
 
 router = APIRouter(tags=["test seams"], include_in_schema=False)
 
@@ -82,10 +91,27 @@ def _peer_url(body: dict[str, Any]) -> str:
     url = body.get("peerUrl")
     if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
         raise InvalidInput("peerUrl must be the peer agent's http(s) URL", details={"field": "peerUrl"})
-    for name in ("authenticated",):
-        if name in body and not isinstance(body[name], bool):
-            raise InvalidInput(f"{name} must be a boolean", details={"field": name})
+    if "authenticated" in body and not isinstance(body["authenticated"], bool):
+        raise InvalidInput("authenticated must be a boolean", details={"field": "authenticated"})
+    asked = body.get("requestVersion")
+    if asked is not None and (not isinstance(asked, str) or not _VERSION.fullmatch(asked)):
+        raise InvalidInput("requestVersion must be <major>.<minor>", details={"field": "requestVersion"})
     return url
+
+
+async def _probe(a2a: A2ASurface, peer_url: str, asked: str) -> Response:
+    """``requestVersion``: one message asking the peer for that version, its refusal as this host reads it."""
+    if a2a.peers is None:
+        raise PeerFailed("this host has no A2A client", details={"code": "a2a_peer_not_configured"})
+    try:
+        version = await a2a.peers.probe(peer_url, asked)
+    except PeerRefused as refused:
+        if refused.code == _UNSUPPORTED:
+            raise InvalidInput(refused.message, code=_UNSUPPORTED, details={"protocol": "a2a"}) from refused
+        raise PeerFailed(refused.message, details={"code": refused.code}) from refused
+    except PeerUnavailable as unavailable:
+        raise PeerFailed(unavailable.message, details={"code": unavailable.code}) from unavailable
+    return json_response({"negotiatedVersion": version})
 
 
 def _settled(row: RunRow) -> bool:
@@ -99,7 +125,10 @@ def _settled(row: RunRow) -> bool:
 async def invoke(request: Request, principal: Principal = Depends(require("runs:create"))) -> Response:
     """Hand a prompt to ``peerUrl`` through a real hand-off; the version decided and the run that says so."""
     a2a = a2a_of(request)
-    peer_url = _peer_url(json_object(await json_body(request)))
+    body = json_object(await json_body(request))
+    peer_url = _peer_url(body)
+    if body.get("requestVersion") is not None:
+        return await _probe(a2a, peer_url, body["requestVersion"])
     workflow_id = "conformance-a2a-invoke-" + hashlib.sha256(peer_url.encode()).hexdigest()[:16]
     if workflow_id not in a2a.registry:
         a2a.registry.add_raw(_workflow(workflow_id, peer_url), "test seam")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from starlette.requests import Request
 
@@ -16,7 +17,14 @@ from tether.secrets import SecretBox
 from tether.settings import Settings
 from tether.store.base import Store
 
-__all__ = ["A2ASurface", "a2a_of"]
+
+class Prober(Protocol):
+    """The hand-offs' A2A client as the invoke seam uses it (``tether.a2a.peer.client.PeerClient``)."""
+
+    async def probe(self, agent: str, asked: str) -> str: ...
+
+
+__all__ = ["A2ASurface", "Prober", "a2a_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +43,8 @@ class A2ASurface:
     guard: EgressGuard
     #: seals push tokens and credentials
     box: SecretBox
+    #: the hand-offs' A2A client (the invoke seam's ``requestVersion`` probes a peer with it)
+    peers: Prober | None = None
 
     @property
     def anonymous(self) -> bool:

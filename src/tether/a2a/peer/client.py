@@ -161,6 +161,22 @@ class PeerClient:
             raise PeerRefused("a2a_peer_invalid_response", str(exc)) from exc
         return replace(ref, task_id=task.task_id, context_id=task.context_id), await self._kept(task)
 
+    async def probe(self, agent: str, asked: str) -> str:
+        """Send the peer one message asking for A2A version ``asked`` on the interface negotiated as any
+        hand-off's is, and return the version its answer was read in (the invoke seam's ``requestVersion``).
+
+        Raises ``PeerRefused`` as a send does: ``interop_version_unsupported`` when the floor
+        refuses the peer or the peer refuses ``asked`` (``-32009``, its details either shape).
+        """
+        decision = await self.negotiate(PeerCall(agent))
+        if decision.version is None:
+            raise PeerRefused("interop_version_unsupported", decision.message)
+        peer = await self._peer(agent, None)
+        ref = PeerRef(agent, peer.endpoints[decision.version], decision.version, "")
+        doc = _wire.message(new_id("msg_"), text="a version probe", metadata={})
+        await self._call(ref, "send", self._send_params(doc, decision.version), wire_version=asked)
+        return asked
+
     async def get(self, ref: PeerRef) -> PeerTask:
         result = await self._call(ref, "get", {"id": ref.task_id, "historyLength": 0})
         try:
@@ -276,21 +292,31 @@ class PeerClient:
             return PeerRefused("a2a_peer_redirected", f"{url}: HTTP {status}: redirects are never followed")
         return PeerRefused("a2a_peer_error", f"{url}: HTTP {status}")
 
-    async def _headers(self, ref: PeerRef, accept: str = "application/json") -> dict[str, str]:
+    async def _headers(
+        self, ref: PeerRef, accept: str = "application/json", wire_version: str | None = None
+    ) -> dict[str, str]:
         """A JSON-RPC request's headers: its version, its trace, and the hand-off's credential (if any)."""
-        headers = {"A2A-Version": ref.version, "Content-Type": "application/json", "Accept": accept}
+        version = wire_version or ref.version
+        headers = {"A2A-Version": version, "Content-Type": "application/json", "Accept": accept}
         if ref.trace is not None:  # each request a span of its own in the run's trace
             headers["traceparent"] = tracing.outbound(ref.trace, f"A2A {ref.version} {ref.rpc_url}")
         await self._authorize(headers, ref.rpc_url, ref.credential)
         return headers
 
     async def _call(
-        self, ref: PeerRef, action: str, params: dict[str, Any], *, idempotency_key: str | None = None
+        self,
+        ref: PeerRef,
+        action: str,
+        params: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        wire_version: str | None = None,
     ) -> Any:
         """One JSON-RPC call; ``idempotency_key``: an effect's key, sent as ``Idempotency-Key`` (the same on
-        every attempt of the effect, so a peer that keeps such keys sees one request however many arrive)."""
+        every attempt of the effect, so a peer that keeps such keys sees one request however many arrive);
+        ``wire_version``: the ``A2A-Version`` to ask for instead of the call's own (a probe's)."""
         method = _wire.METHODS[ref.version][action]
-        headers = await self._headers(ref)
+        headers = await self._headers(ref, wire_version=wire_version)
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
         body = orjson.dumps({"jsonrpc": "2.0", "id": new_id("rpc_"), "method": method, "params": params})
@@ -317,8 +343,9 @@ class PeerClient:
             if code == _TASK_NOT_FOUND:
                 raise PeerRefused("a2a_peer_task_not_found", f"{method}: the peer has no task {ref.task_id}: {message}")
             if code == _VERSION_NOT_SUPPORTED:
+                asked = headers["A2A-Version"]
                 raise PeerRefused(
-                    "interop_version_unsupported", f"{method}: the peer does not speak A2A {ref.version}: {message}"
+                    "interop_version_unsupported", f"{method}: the peer does not speak A2A {asked}: {message}"
                 )
             if code == _NOT_CANCELABLE:
                 raise PeerRefused("a2a_peer_not_cancelable", f"{method}: {message}")
