@@ -82,6 +82,8 @@ def test_the_default_floor_accepts_1_0_and_refuses_a_0_3_only_peer_sending_it_no
     run_id = body["details"]["runId"].partition("/")[2]
     run = wait_until(lambda: (r := http.get(f"/v1/runs/{run_id}").json())["status"] == "failed" and r, what="failed")
     assert run["error"]["code"] == "interop_version_unsupported"
+    snapshot = http.get(f"/runs/{project(body['details']['runId'])}", headers=V2)
+    openwop_validator("v2/run-snapshot").validate(snapshot.json())
 
     with host.client() as anonymous:
         root = anonymous.get("/.well-known/openwop", headers=V2).json()
