@@ -93,7 +93,11 @@ def _relaxation(value: str) -> dict[str, str]:
     help="The public https URL the host reaches that receiver at (a tunnel to --receiver-listen) "
     "[default: the listen address itself].",
 )
-@click.option("--receiver-certfile", type=click.Path(dir_okay=False, exists=True), help="Serve the receiver with TLS.")
+@click.option(
+    "--receiver-certfile",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Serve the receiver and the effect-retry provider with TLS.",
+)
 @click.option(
     "--receiver-keyfile", type=click.Path(dir_okay=False, exists=True), help="The key of --receiver-certfile."
 )
@@ -154,6 +158,8 @@ def certify(
 
             tls = {"certfile": receiver_certfile, "keyfile": receiver_keyfile}
             session.receiver = stack.enter_context(ScopedReceiver(receiver_listen, receiver_url, **tls))
+        if receiver_certfile is not None:
+            session.provider_tls = (receiver_certfile, receiver_keyfile)
         try:
             bundle = run(
                 session,
