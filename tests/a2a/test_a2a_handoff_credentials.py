@@ -26,6 +26,7 @@ from handoff_hosts import (
     until_status,
 )
 from harness import cli
+from inproc import InProcessHost
 from workflow_docs import node, workflow_doc
 
 HANDOFF = "vendor.tether.a2a-handoff"
@@ -50,7 +51,7 @@ def _workflows(b_url: str) -> list[Doc]:
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[Pair]:
-    hosts = Pair(tmp_path, _workflows, b_anonymous=False)
+    hosts = Pair(tmp_path, _workflows, b_anonymous=False, kind=InProcessHost)  # neither is killed
     yield hosts
     hosts.close()
 
