@@ -51,8 +51,13 @@ def run_wrk(
     ids_file: Path | None = None,
     threads: int = 1,
     timeout_s: int = 30,
+    max_answers: int = 0,
 ) -> dict[str, Any]:
-    """One wrk run; ``method`` is ``send`` or ``get`` (see rpc.lua)."""
+    """One wrk run; ``method`` is ``send`` or ``get`` (see rpc.lua).
+
+    ``max_answers`` (the quick smoke's): each wrk thread stops loading after that many answers
+    instead of at the end of ``duration``, which the run still lasts, so ``rps`` is no rate then.
+    """
     threads = max(1, min(threads, connections))
     seconds = max(1, round(duration))  # wrk takes whole seconds only
     cmd = [
@@ -70,8 +75,9 @@ def run_wrk(
         nonce,
         expect,
     ]
-    if ids_file is not None:
-        cmd.append(str(ids_file))
+    cmd.append(str(ids_file) if ids_file is not None else "-")
+    if max_answers:
+        cmd.append(str(max_answers))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + timeout_s + 30)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("WRK_JSON ")), None)
     if proc.returncode != 0 or line is None:

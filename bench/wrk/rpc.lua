@@ -1,7 +1,7 @@
 -- A2A JSON-RPC load for wrk: one script, every scenario that is a request and its response.
 --
 --   wrk -t1 -c32 -d10s -s bench/wrk/rpc.lua http://127.0.0.1:PORT/v1/a2a -- \
---       <method> <bearer-key|-> <nonce> <expect> [ids-file]
+--       <method> <bearer-key|-> <nonce> <expect> [ids-file|-] [answers]
 --
 -- method  send : message/send, blocking, a fresh messageId on every request
 --                ("<nonce>-<thread>-<counter>", so no two requests in one run, or in two
@@ -16,6 +16,9 @@
 -- key     the Authorization bearer token, or "-" for none
 -- expect  substrings every good response body holds, separated by tabs (e.g. "completed");
 --         any other answer (HTTP error, JSON-RPC error, wrong state) counts as a failure
+-- answers a thread stops once it has had this many answers (the quick profile's smoke: the
+--         run still lasts -d, as wrk's main thread sleeps it out, but the load and its CPU end there);
+--         absent or 0, it loads the server for the whole -d
 --
 -- done() prints one line "WRK_JSON {...}": requests, failures, duration and the latency
 -- percentiles in microseconds, which bench/loadgen.py reads.
@@ -36,6 +39,7 @@ local counter = 0
 failures = 0
 first_failure = ""
 good_status = 200
+local answers, max_answers = 0, 0
 
 function init(args)
   method = args[1] or "send"
@@ -43,6 +47,7 @@ function init(args)
   nonce = args[3] or tostring(os.time())
   for part in string.gmatch(args[4] or '"result"', "[^\t]+") do table.insert(expect, part) end
   if method == "get" or method == "get10" or method == "v1-get" or method == "v2-get" then
+    assert(args[5] and args[5] ~= "-", "ids file")
     local f = assert(io.open(args[5], "r"), "ids file")
     for line in f:lines() do
       if #line > 0 then table.insert(ids, line) end
@@ -56,6 +61,7 @@ function init(args)
   if method == "send10" or method == "get10" then headers["A2A-Version"] = "1.0" end
   if method == "v2-get" or method == "v2-create" then headers["OpenWOP-Version"] = "2.0" end
   good_status = (method == "v1-create" or method == "v2-create") and 201 or 200
+  max_answers = tonumber(args[6] or "0") or 0
 end
 
 local create_body = '{"workflowId":"echo","inputs":{"prompt":"hello bench"}}'
@@ -102,6 +108,8 @@ function response(status, hdrs, body)
     failures = failures + 1
     if first_failure == "" then first_failure = status .. " " .. string.sub(body, 1, 300) end
   end
+  answers = answers + 1
+  if max_answers > 0 and answers >= max_answers then wrk.thread:stop() end
 end
 
 local function q(s)

@@ -3,7 +3,10 @@
 Both serve HTTPS with a test CA (``--tls-certfile``): the egress guard reaches only HTTPS
 URLs, and both guards exempt loopback with ``--egress-allow-cidr 127.0.0.1/32`` and trust
 the CA with ``--egress-ca-bundle``. B is a public agent (``--a2a-anonymous-tenant``)
-unless a test says otherwise. The helpers read runs and their logs over REST.
+unless a test says otherwise. Both are ``tether serve`` processes, or in-process hosts
+(``inproc.InProcessHost``, ``kind=``) for a test that kills neither and reads no process's CPU:
+the hand-off is the same over a real socket, and starting two costs milliseconds, not seconds.
+The helpers read runs and their logs over REST.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import httpx
 import trustme
 from harness import HostProcess, wait_until
+from inproc import InProcessHost
 
 Doc = dict[str, Any]
 SECURE = ("--egress-allow-cidr", "127.0.0.1/32")
@@ -59,6 +63,7 @@ class Pair:
         a_args: tuple[str, ...] = (),
         a_database: str | None = None,
         b_database: str | None = None,
+        kind: type[HostProcess] | type[InProcessHost] = HostProcess,
     ) -> None:
         """``a_database``/``b_database``: a PostgreSQL database for that host (else it stores in SQLite)."""
         self.ca_file, self.cert, self.key = write_tls(folder)
@@ -77,7 +82,7 @@ class Pair:
             (b_flows / f"{doc['id']}.json").write_text(json.dumps(doc))
         public = ("--a2a-anonymous-tenant", "default") if b_anonymous else ()
         b_args = (*tls, "--port", str(self.b_port), *public, "--workflows", str(b_flows))
-        self.b = HostProcess(folder / "b", *b_args, *(SECURE if b_pushes else ()), database_url=b_database)
+        self.b = kind(folder / "b", *b_args, *(SECURE if b_pushes else ()), database_url=b_database)
         self.b.start()
         self.b_url = self.b.url
         flows = folder / "a-workflows"
@@ -86,13 +91,13 @@ class Pair:
             (flows / f"{doc['id']}.json").write_text(json.dumps(doc))
         self.a_port = free_port()
         a_all = (*tls, *SECURE, "--port", str(self.a_port), "--workflows", str(flows), *a_args)
-        self.a = HostProcess(folder / "a", *a_all, database_url=a_database)
+        self.a = kind(folder / "a", *a_all, database_url=a_database)
         self.a.start()
         assert self.a.url.startswith("https://") and self.b.url.startswith("https://")
         assert self.a.dev_key and self.b.dev_key
         self.a_key, self.b_key = self.a.dev_key, self.b.dev_key
 
-    def http(self, host: HostProcess, key: str) -> httpx.Client:
+    def http(self, host: HostProcess | InProcessHost, key: str) -> httpx.Client:
         return httpx.Client(
             base_url=host.url,
             headers={"Authorization": f"Bearer {key}"},
@@ -107,8 +112,12 @@ class Pair:
         return self.http(self.b, self.b_key)
 
     def close(self) -> None:
-        self.a.kill()
-        self.b.kill()
+        """Kill processes (no shutdown code runs); stop in-process hosts (nothing may be left running)."""
+        for host in (self.a, self.b):
+            if isinstance(host, HostProcess):
+                host.kill()
+            else:
+                host.close()
 
 
 def start(http: httpx.Client, workflow_id: str, inputs: Doc) -> str:

@@ -4,7 +4,8 @@ Host A runs a workflow whose ``vendor.tether.a2a-handoff`` node hands the task t
 (a public agent: ``--a2a-anonymous-tenant``). Both serve HTTPS with a test CA
 (``--tls-certfile``): the egress guard reaches only HTTPS URLs, and both guards exempt
 loopback with ``--egress-allow-cidr 127.0.0.1/32`` and trust the CA with
-``--egress-ca-bundle``. Nothing is mocked: real processes, real sockets, real SIGKILLs.
+``--egress-ca-bundle``. Nothing is mocked: real sockets, and for the crashes real processes
+and real SIGKILLs (the other tests run both hosts in-process, as ``handoff_hosts.Pair`` can).
 Each test checks both event logs: one ``run.started`` per run, no node started twice.
 """
 
@@ -29,7 +30,8 @@ from handoff_hosts import (
     start,
     until_status,
 )
-from harness import cli, wait_until
+from harness import HostProcess, cli, wait_until
+from inproc import InProcessHost
 from prometheus_client.parser import text_string_to_metric_families
 from workflow_docs import node, workflow_doc
 
@@ -86,13 +88,26 @@ def _workflows(b_url: str) -> list[Doc]:
     ]
 
 
+def _pair(tmp_path: Path, kind: type[HostProcess] | type[InProcessHost]) -> Iterator[Pair]:
+    # the 0.3-pinned hand-offs need the legacy floor (the default, 1.0, refuses them before any send)
+    a_args = ("--handoff-poll-max-seconds", "60", "--a2a-minimum-version", "0.3")
+    hosts = Pair(tmp_path, _workflows, [_forger()], a_args=a_args, kind=kind)
+    try:
+        yield hosts
+    finally:
+        hosts.close()
+
+
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[Pair]:
-    # the 0.3-pinned hand-offs need the legacy floor (the default, 1.0, refuses them before any send)
-    legacy = ("--a2a-minimum-version", "0.3")
-    hosts = Pair(tmp_path, _workflows, [_forger()], a_args=("--handoff-poll-max-seconds", "60", *legacy))
-    yield hosts
-    hosts.close()
+    """Both hosts in-process: the hand-off over real sockets, with no process to start."""
+    yield from _pair(tmp_path, InProcessHost)
+
+
+@pytest.fixture
+def process_pair(tmp_path: Path) -> Iterator[Pair]:
+    """Both hosts ``tether serve`` processes, for the tests that SIGKILL one."""
+    yield from _pair(tmp_path, HostProcess)
 
 
 # -- the tests ----------------------------------------------------------------------------------------
@@ -294,7 +309,14 @@ def _handoff_id(run_id: str) -> str:
 def test_blocked_push_follows_the_peers_stream(tmp_path: Path) -> None:
     """B refuses A's push URL (no --egress-allow-cidr on B): A follows B's task stream, so B's approval
     completes A in seconds, long before its next poll (which would complete it too, later)."""
-    hosts = Pair(tmp_path, _workflows, [_forger()], b_pushes=False, a_args=("--handoff-poll-max-seconds", "60"))
+    hosts = Pair(
+        tmp_path,
+        _workflows,
+        [_forger()],
+        b_pushes=False,
+        a_args=("--handoff-poll-max-seconds", "60"),
+        kind=InProcessHost,
+    )
     try:
         with hosts.a_http() as a, hosts.b_http() as b:
             run_id = start(a, "hand-approval", {"prompt": "stream me"})
@@ -349,36 +371,36 @@ def test_sigkill_a_between_send_and_record_makes_one_remote_task(tmp_path: Path)
         hosts.close()
 
 
-def test_sigkill_a_while_waiting_then_b_completes(pair: Pair) -> None:
+def test_sigkill_a_while_waiting_then_b_completes(process_pair: Pair) -> None:
     """B finishes while A is down (its push is lost): A re-reads every hand-off at start and completes."""
-    with pair.a_http() as a:
+    with process_pair.a_http() as a:
         run_id = start(a, "hand-approval", {"prompt": "survive me"})
         until_status(a, run_id, "waiting-approval")
         task_id = peer_task(a, run_id)
-    pair.a.kill()
-    with pair.b_http() as b:
+    process_pair.a.kill()
+    with process_pair.b_http() as b:
         approve(b, task_id, "gate")
         assert until_status(b, task_id, "completed")["status"] == "completed"
-    pair.a.start()
-    with pair.a_http() as a, pair.b_http() as b:
+    process_pair.a.start()
+    with process_pair.a_http() as a, process_pair.b_http() as b:
         # the fixture's A polls at most once a minute: finishing in seconds is the re-read at start
         assert until_status(a, run_id, "completed", "failed", timeout=15)["status"] == "completed"
         assert_clean(a, run_id)
         assert_clean(b, task_id)
-    assert len(b_runs(pair)) == 1
+    assert len(b_runs(process_pair)) == 1
 
 
-def test_sigkill_b_while_a_waits(pair: Pair) -> None:
-    with pair.a_http() as a:
+def test_sigkill_b_while_a_waits(process_pair: Pair) -> None:
+    with process_pair.a_http() as a:
         run_id = start(a, "hand-approval", {"prompt": "peer crash"})
         until_status(a, run_id, "waiting-approval")
         task_id = peer_task(a, run_id)
-    pair.b.kill()
-    pair.b.start()
-    assert pair.b.url == pair.b_url
-    with pair.a_http() as a, pair.b_http() as b:
+    process_pair.b.kill()
+    process_pair.b.start()
+    assert process_pair.b.url == process_pair.b_url
+    with process_pair.a_http() as a, process_pair.b_http() as b:
         approve(b, task_id, "gate")
         assert until_status(a, run_id, "completed", "failed", timeout=20)["status"] == "completed"
         assert_clean(a, run_id)
         assert_clean(b, task_id)
-    assert len(b_runs(pair)) == 1
+    assert len(b_runs(process_pair)) == 1

@@ -6,7 +6,7 @@ that holds the run's lease, and only it, follows the hand-off (it alone has read
 ``lastReadAt``, and it keeps the lease, renewed, while it waits). SIGKILL that host: once
 its lease lapses the other host takes the run over, follows the hand-off (B now pushes to
 it) and completes the run when B's operator approves, with one remote task and no node
-executed twice. Real processes, a real database, a real SIGKILL.
+executed twice. Real processes (A1, A2; B, never killed, runs in-process), a real database, a real SIGKILL.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pytest
 from backends import Hosts
 from handoff_hosts import SECURE, Doc, approve, assert_clean, free_port, run, until_status, write_tls
 from harness import HostProcess, wait_until
+from inproc import InProcessHost
 from prometheus_client.parser import text_string_to_metric_families
 from workflow_docs import node, workflow_doc
 
@@ -58,20 +59,19 @@ class Lease:
 
 
 @pytest.fixture
-def peer(tmp_path: Path) -> Iterator[tuple[HostProcess, Path, tuple[str, ...]]]:
-    """Host B, a public Tether agent over HTTPS, and the TLS flags (and CA) the A hosts need to reach it."""
+def peer(tmp_path: Path) -> Iterator[tuple[InProcessHost, Path, tuple[str, ...]]]:
+    """Host B, a public Tether agent over HTTPS, and the TLS flags (and CA) the A hosts need to reach it.
+
+    B is never killed: it runs in-process (the A hosts, which are, are processes).
+    """
     ca_file, cert, key = write_tls(tmp_path)
     tls = ("--tls-certfile", str(cert), "--tls-keyfile", str(key), "--egress-ca-bundle", str(ca_file))
-    b = HostProcess(tmp_path / "b", *tls, *SECURE, "--port", str(free_port()), "--a2a-anonymous-tenant", "default")
-    b.start()
-    try:
+    b = InProcessHost(tmp_path / "b", *tls, *SECURE, "--port", str(free_port()), "--a2a-anonymous-tenant", "default")
+    with b:  # started, and stopped at the end
         yield b, ca_file, tls
-    finally:
-        b.kill()
-        b.close_clients()
 
 
-def _hand_approval(folder: Path, b: HostProcess) -> Path:
+def _hand_approval(folder: Path, b: InProcessHost) -> Path:
     """The A hosts' workflows: ``hand-approval`` hands B an approval-gated task."""
     flows = folder / "a-workflows"
     flows.mkdir()
@@ -108,7 +108,7 @@ def _client(host: HostProcess, key: str, ca_file: Path) -> httpx.Client:
 def test_only_the_lease_holder_follows_and_a_survivor_takes_the_handoff_over(
     start_process: Hosts[HostProcess],
     shared_database: str,
-    peer: tuple[HostProcess, Path, tuple[str, ...]],
+    peer: tuple[InProcessHost, Path, tuple[str, ...]],
     tmp_path: Path,
 ) -> None:
     b, ca_file, tls = peer
@@ -187,7 +187,7 @@ def test_only_the_lease_holder_follows_and_a_survivor_takes_the_handoff_over(
 def test_a_push_that_lands_on_the_host_not_following_wakes_the_one_that_is(
     start_process: Hosts[HostProcess],
     shared_database: str,
-    peer: tuple[HostProcess, Path, tuple[str, ...]],
+    peer: tuple[InProcessHost, Path, tuple[str, ...]],
     tmp_path: Path,
 ) -> None:
     """Both hosts publish the second one's URL (as a load balancer would send every push

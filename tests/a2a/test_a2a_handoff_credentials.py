@@ -26,6 +26,7 @@ from handoff_hosts import (
     until_status,
 )
 from harness import cli
+from inproc import InProcessHost
 from workflow_docs import node, workflow_doc
 
 HANDOFF = "vendor.tether.a2a-handoff"
@@ -50,7 +51,9 @@ def _workflows(b_url: str) -> list[Doc]:
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[Pair]:
-    hosts = Pair(tmp_path, _workflows, b_anonymous=False, a_args=("--a2a-minimum-version", "0.3"))  # a 0.3 hand-off too
+    # neither is killed; A hands off in 0.3 too, so it runs with the legacy floor
+    legacy = ("--a2a-minimum-version", "0.3")
+    hosts = Pair(tmp_path, _workflows, b_anonymous=False, a_args=legacy, kind=InProcessHost)
     yield hosts
     hosts.close()
 

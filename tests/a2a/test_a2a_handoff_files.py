@@ -25,8 +25,9 @@ import httpx
 import pytest
 from a2a_wire import get_task, message, send, task_record, wait_state
 from handoff_hosts import Doc, Pair, assert_clean, b_runs, events, outputs_of, run
-from harness import wait_until
-from pg import fresh_database
+from harness import HostProcess, wait_until
+from inproc import InProcessHost
+from pg import fresh_database, migrated_database
 from workflow_docs import node, workflow_doc
 
 MIB = 1024 * 1024
@@ -71,13 +72,21 @@ def _b_workflows() -> list[Doc]:
     return [workflow_doc("reply-file", [reply], [])]
 
 
-def _pair(folder: Path, backend: str, stack: ExitStack, *a_args: str) -> Pair:
-    """A and B, each on a database of its own when the backend is PostgreSQL."""
+Kind = type[HostProcess] | type[InProcessHost]
+
+
+def _pair(folder: Path, backend: str, stack: ExitStack, *a_args: str, kind: Kind = InProcessHost) -> Pair:
+    """A and B, each on a database of its own when the backend is PostgreSQL; in-process unless one is to be killed.
+
+    A process migrates its fresh database itself, as at a first start; an in-process host's is
+    copied from the suite's migrated template (``backends.Hosts`` does the same).
+    """
     databases: dict[str, str | None] = {"a_database": None, "b_database": None}
     if backend == "postgres":
-        databases = {name: stack.enter_context(fresh_database()) for name in databases}
+        make = fresh_database if kind is HostProcess else migrated_database
+        databases = {name: stack.enter_context(make()) for name in databases}
     legacy = ("--a2a-minimum-version", "0.3")  # A hands off in 0.3 too
-    pair = Pair(folder, _a_workflows, _b_workflows(), a_args=(*a_args, *legacy), **databases)
+    pair = Pair(folder, _a_workflows, _b_workflows(), a_args=(*a_args, *legacy), kind=kind, **databases)
     stack.callback(pair.close)
     return pair
 
@@ -174,7 +183,7 @@ def test_sigkill_a_between_send_and_record_sends_the_file_once(tmp_path: Path, b
     marker = tmp_path / "sent"
     pause = f"--test-handoff-pause-file={marker}"
     with ExitStack() as stack:
-        hosts = _pair(tmp_path, backend, stack, "--enable-test-seams", pause)
+        hosts = _pair(tmp_path, backend, stack, "--enable-test-seams", pause, kind=HostProcess)
         with hosts.a_http() as a:
             task_id = _ask(a, SKILLS["1.0"])
         wait_until(marker.exists, what="A to pause between its send and its record")

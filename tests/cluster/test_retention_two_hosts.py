@@ -1,6 +1,7 @@
 """Task retention with several hosts on one PostgreSQL database: every finished run is purged
 exactly once, by whichever host gets to it, and no host answers from memory a task another
-host purged."""
+host purged. The three hosts are in-process (none is killed): three apps, each with its own
+task cache and purge loop, on one database."""
 
 from __future__ import annotations
 
@@ -9,19 +10,20 @@ import uuid
 from pathlib import Path
 
 from backends import Hosts
-from harness import HostProcess, wait_until
+from harness import wait_until
+from inproc import InProcessHost
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
 from test_retention import _gone, _purged_total, _send  # noqa: E402
 
 
 def test_two_purging_hosts_take_each_finished_run_once_and_a_third_forgets_what_they_purged(
-    start_process: Hosts[HostProcess], shared_database: str, tmp_path: Path
+    start_host: Hosts[InProcessHost], shared_database: str, tmp_path: Path
 ) -> None:
     shared = ("--secret-key-file", str(tmp_path / "shared.key"))
-    one = start_process(*shared, "--task-retention", "1s", name="one", database_url=shared_database)
-    two = start_process(*shared, "--task-retention", "1s", name="two", database_url=shared_database)
-    keeper = start_process(*shared, "--task-retention", "0", name="keeper", database_url=shared_database)
+    one = start_host(*shared, "--task-retention", "1s", name="one", database_url=shared_database)
+    two = start_host(*shared, "--task-retention", "1s", name="two", database_url=shared_database)
+    keeper = start_host(*shared, "--task-retention", "0", name="keeper", database_url=shared_database)
     key = one.dev_key
     assert key
     hosts = [one.http(key), two.http(key), keeper.http(key)]

@@ -1,5 +1,9 @@
 """Two hosts, one PostgreSQL database: any host serves any task, and a dead host's runs
-are taken over with nothing executed, written or pushed twice."""
+are taken over with nothing executed, written or pushed twice.
+
+The hosts are ``tether serve`` processes where one is killed, in-process hosts otherwise
+(each with its own app, caches and connections, sharing only the database).
+"""
 
 from __future__ import annotations
 
@@ -11,15 +15,16 @@ from typing import Any
 
 from a2a_wire import WORKFLOWS, get_task, message, open_stream, run_events, send, wait_state
 from backends import Hosts
-from harness import HostProcess, create_key, wait_until
+from harness import Host, HostProcess, wait_until
+from inproc import InProcessHost
 from receiver import Receiver
 
 LEASE = "2"
 
 
 def _pair(
-    start_process: Hosts[HostProcess], shared_database: str, folder: Path, *extra: str
-) -> tuple[HostProcess, HostProcess, str]:
+    start: Hosts[HostProcess] | Hosts[InProcessHost], shared_database: str, folder: Path, *extra: str
+) -> tuple[Host, Host, str]:
     """Two hosts on one database, sharing the host key as operators must."""
     args = (
         "--workflows",
@@ -32,14 +37,15 @@ def _pair(
         str(folder / "shared-host.key"),
         *extra,
     )
-    one = start_process(*args, name="one", database_url=shared_database)
-    two = start_process(*args, name="two", database_url=shared_database)
-    key = one.dev_key or create_key(one.data_dir, "both")
+    one = start(*args, name="one", database_url=shared_database)
+    two = start(*args, name="two", database_url=shared_database)
+    key = one.dev_key
+    assert key is not None, "the first host on a fresh database makes the dev key"
     assert two.dev_key is None, "the second host shares the first one's keys"
     return one, two, key
 
 
-def _watch(host: HostProcess, key: str, task_id: str, into: list[Any]) -> threading.Thread:
+def _watch(host: Host, key: str, task_id: str, into: list[Any]) -> threading.Thread:
     def run() -> None:
         with host.client(key) as http:
             with open_stream(http, "tasks/resubscribe", {"id": task_id}) as frames:
@@ -60,9 +66,9 @@ def _assert_clean(events: list[dict[str, Any]]) -> None:
 
 
 def test_create_on_one_resubscribe_and_approve_on_two(
-    start_process: Hosts[HostProcess], shared_database: str, tmp_path: Path
+    start_host: Hosts[InProcessHost], shared_database: str, tmp_path: Path
 ) -> None:
-    one, two, key = _pair(start_process, shared_database, tmp_path)
+    one, two, key = _pair(start_host, shared_database, tmp_path)
     task = send(one.http(key), message("draft", skill="approval-gated"), blocking=True)
     assert task["status"]["state"] == "input-required"
     seen_one: list[Any] = []
@@ -119,12 +125,12 @@ def test_sigkill_mid_run_is_taken_over_once(
 
 
 def test_a_reply_through_one_host_is_never_read_older_through_the_other(
-    start_process: Hosts[HostProcess], shared_database: str, tmp_path: Path
+    start_host: Hosts[InProcessHost], shared_database: str, tmp_path: Path
 ) -> None:
     """Read-your-writes across hosts, under concurrent writes: each client answers its task's
     gate through host one and at once reads it through host two, which has read (and holds)
     the task while it waited; the hint host one sends after its commit may come later."""
-    one, two, key = _pair(start_process, shared_database, tmp_path)
+    one, two, key = _pair(start_host, shared_database, tmp_path)
     tasks = [send(one.http(key), message(f"draft {i}", skill="approval-gated"))["id"] for i in range(8)]
     for task_id in tasks:
         assert get_task(two.http(key), task_id)["status"]["state"] == "input-required"

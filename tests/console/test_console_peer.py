@@ -21,6 +21,7 @@ if str(_A2A) not in sys.path:
     sys.path.insert(0, str(_A2A))
 
 from handoff_hosts import Doc, Pair, peer_task, start, until_status  # noqa: E402
+from inproc import InProcessHost  # noqa: E402
 from workflow_docs import node, workflow_doc  # noqa: E402
 
 #: what B asks: markup that would run script and draw an image if it were ever parsed as HTML
@@ -40,7 +41,7 @@ def _a_workflows(b_url: str) -> list[Doc]:
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[Pair]:
-    hosts = Pair(tmp_path, _a_workflows, _b_workflows())
+    hosts = Pair(tmp_path, _a_workflows, _b_workflows(), kind=InProcessHost)  # neither is killed
     yield hosts
     hosts.close()
 

@@ -1,6 +1,7 @@
 """Task retention: finished runs are purged on schedule or on demand; no live run ever is.
 
-Real ``tether serve`` processes on each backend. A purged run must read afterwards exactly as
+On each backend, a real ``tether serve`` process where one is killed, in-process hosts and the
+CLI in-process (``inproc.run_cli``) elsewhere. A purged run must read afterwards exactly as
 an id that never existed, on every surface (A2A 0.3 and 1.0, REST run, events), and the
 message that started it, sent again, must start a new task.
 """
@@ -16,8 +17,8 @@ from typing import Any
 
 import httpx
 from backends import Hosts
-from harness import HostProcess, cli, create_key, wait_until
-from inproc import InProcessHost
+from harness import HostProcess, cli, wait_until
+from inproc import InProcessHost, create_key, run_cli
 from prometheus_client.parser import text_string_to_metric_families
 from store_rows import row_counts
 
@@ -106,9 +107,9 @@ def test_finished_runs_go_after_the_window_and_live_ones_stay_across_a_restart(
 
 
 def test_purge_on_demand_lists_first_keeps_live_runs_and_other_tenants_and_refuses_bad_input(
-    start_process: Hosts[HostProcess], tmp_path: Path
+    start_host: Hosts[InProcessHost], tmp_path: Path
 ) -> None:
-    host = start_process("--task-retention", "0")
+    host = start_host("--task-retention", "0")
     key = host.dev_key
     assert key
     http = host.http(key)
@@ -126,12 +127,12 @@ def test_purge_on_demand_lists_first_keeps_live_runs_and_other_tenants_and_refus
     assert naive.status_code == 400
     reader = create_key(host.data_dir, "reader", "--scopes", "runs:read")
     assert host.http(reader).post("/v1/runs:purge", json={"before": before}).status_code == 403
-    bad = cli(
+    bad = run_cli(
         "runs", "purge", "--before", "soon", "--url", env["url"], "--key", key, data_dir=host.data_dir, check=False
     )
     assert bad.returncode != 0 and "before" in (bad.stderr + bad.stdout)
 
-    listed = cli(
+    listed = run_cli(
         "runs",
         "purge",
         "--before",
@@ -147,7 +148,7 @@ def test_purge_on_demand_lists_first_keeps_live_runs_and_other_tenants_and_refus
     assert sorted(_json(listed.stdout)) == sorted(ended)
     assert not any(_gone(http, run_id) for run_id in [*ended, waiting])  # a dry run, and refusals, change nothing
 
-    done = cli("runs", "purge", "--before", before, "--url", env["url"], "--key", key, data_dir=host.data_dir)
+    done = run_cli("runs", "purge", "--before", before, "--url", env["url"], "--key", key, data_dir=host.data_dir)
     assert "purged 3 run(s)" in done.stdout
     assert all(_gone(http, run_id) for run_id in ended)
     assert http.get(f"/v1/runs/{waiting}").json()["status"] == "waiting-approval"
@@ -227,7 +228,7 @@ def test_a_purge_takes_a_finished_runs_files_and_leaves_those_a_live_run_refers_
 
     before = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
     env = {"url": host.url, "key": key}
-    done = cli("runs", "purge", "--before", before, "--url", env["url"], "--key", key, data_dir=host.data_dir)
+    done = run_cli("runs", "purge", "--before", before, "--url", env["url"], "--key", key, data_dir=host.data_dir)
     assert "purged 1 run(s)" in done.stdout
     assert _gone(http, finished["id"])
     assert row_counts(host, ("blobs", "run_blobs")) == {"blobs": 2, "run_blobs": 2}, "the finished run's own file went"
@@ -243,5 +244,5 @@ def test_a_purge_takes_a_finished_runs_files_and_leaves_those_a_live_run_refers_
     )
     assert answer.json()["result"]["status"]["state"] == "completed"
     later = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
-    cli("runs", "purge", "--before", later, "--url", env["url"], "--key", key, data_dir=host.data_dir)
+    run_cli("runs", "purge", "--before", later, "--url", env["url"], "--key", key, data_dir=host.data_dir)
     assert row_counts(host, ("blobs", "run_blobs")) == {"blobs": 0, "run_blobs": 0}

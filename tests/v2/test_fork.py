@@ -26,9 +26,8 @@ from backends import suite_host
 from harness import Host, HostProcess, wait_until
 from keys import made_key
 from receiver import Receiver, egress_to
+from schemas import openwop_validator
 from workflow_docs import node, workflow_doc
-
-from tether.openwop.v2.fork import REPLAY_ADVERTISED, replay_family
 
 GATED = workflow_doc(
     "fork-gated",
@@ -334,14 +333,13 @@ def test_a_repeated_idempotency_key_answers_the_first_fork_again(http: httpx.Cli
     _refused(other, 409, "idempotency_key_mismatch")
 
 
-def test_the_replay_family_is_its_facets_once_switched_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_replay_family_is_its_facets() -> None:
     from tether.openwop.v2 import fork
     from tether.settings import Settings
 
     class _Rest:
         settings = Settings(task_retention=3 * 86400)
 
-    monkeypatch.setattr(fork, "REPLAY_ADVERTISED", True)
     record = fork.replay_family(_Rest())  # type: ignore[arg-type]
     assert record == {
         "status": "experimental",
@@ -354,13 +352,10 @@ def test_the_replay_family_is_its_facets_once_switched_on(monkeypatch: pytest.Mo
     }
 
 
-def test_the_replay_family_follows_its_switch(http: httpx.Client) -> None:
-    """Advertised exactly when the switch is on (once the effect ledger is served too), on the v2 root as well."""
-    from tether.settings import Settings
-
-    class _Rest:
-        settings = Settings()
-
-    assert (replay_family(_Rest()) is None) is (not REPLAY_ADVERTISED)  # type: ignore[arg-type]
-    root = http.get("/.well-known/openwop").json()
-    assert ("replay" in root) is REPLAY_ADVERTISED, sorted(root)
+def test_the_v2_root_advertises_replay_and_serves_what_it_names(http: httpx.Client) -> None:
+    """The record validates with the whole root, and its manifest path answers with the manifest."""
+    root = http.get("/.well-known/openwop", headers={"OpenWOP-Version": "2"}).json()
+    assert root["replay"]["modes"] == ["replay", "branch"]
+    openwop_validator("v2/capabilities").validate(root)
+    seams = http.get(root["replay"]["effectSeamsManifest"], headers={"OpenWOP-Version": "2"})
+    assert seams.status_code == 200 and seams.json()["manifestVersion"] == "1"

@@ -2,12 +2,15 @@
 
 The host's outbound effect meets a real transport failure on its first attempt and is
 retried; the provider records the ``Idempotency-Key`` each attempt carried, so the keys
-compared are the ones that crossed the wire, not only what the host's ledger says.
+compared are the ones that crossed the wire, not only what the host's ledger says. Given a
+certificate (certify's ``--receiver-certfile``), it speaks TLS, so a host whose egress guard
+admits only https reaches it.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import threading
 from types import TracebackType
@@ -18,11 +21,16 @@ __all__ = ["EffectProvider"]
 class EffectProvider:
     """A loopback HTTP listener; ``keys`` are the ``Idempotency-Key`` headers of the requests it read, in order."""
 
-    def __init__(self, fail_first: int = 1) -> None:
+    def __init__(self, fail_first: int = 1, *, certfile: str | None = None, keyfile: str | None = None) -> None:
         self._fail_first = fail_first
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(0.2)
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/effect"
+        self._tls: ssl.SSLContext | None = None
+        if certfile is not None:
+            self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self._tls.load_cert_chain(certfile, keyfile)
+        scheme = "https" if self._tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._listener.getsockname()[1]}/effect"
         self.keys: list[str | None] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -49,6 +57,13 @@ class EffectProvider:
                 continue
             except OSError:
                 return
+            if self._tls is not None:
+                try:
+                    conn.settimeout(5)
+                    conn = self._tls.wrap_socket(conn, server_side=True)
+                except (OSError, ssl.SSLError):
+                    conn.close()
+                    continue
             with conn:
                 conn.settimeout(5)
                 key = self._read_key(conn)

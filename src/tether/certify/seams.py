@@ -125,7 +125,9 @@ def effect_identity_business_key(leg: Leg) -> None:
     """One effect retried at transport level: every attempt records one provider key and one keying, and the provider
     sees that same ``Idempotency-Key`` on the wire."""
     _gated(leg, "idempotency")
-    with EffectProvider(fail_first=1) as provider, leg.session.client(leg.session.key) as drv:
+    certfile, keyfile = leg.session.provider_tls or (None, None)
+    provider = EffectProvider(fail_first=1, certfile=certfile, keyfile=keyfile)
+    with provider, leg.session.client(leg.session.key) as drv:
         fired = _seam(
             leg, drv, "sample/test/idempotency/effect-retry", {"providerUrl": provider.url}, ("runId", "effectId")
         )

@@ -124,6 +124,8 @@ class Session:
     tenant_b_key: str | None = None
     schemas: Schemas | None = None
     receiver: WebhookReceiver | None = None
+    #: certificate and key the effect-retry provider serves TLS with (the receiver's; none: plain HTTP)
+    provider_tls: tuple[str, str | None] | None = None
     verify: bool | str = True
     timeout: float = 10.0
     #: how requests reach the host (``None``: the network); tests of the checks themselves pass a fake host

@@ -9,13 +9,13 @@ host's v2 discovery ``signingKeys[]``. ``tether certify keys`` lists and rotates
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 import click
 
+from tether.build import package_digest
 from tether.cli._output import EXIT_FAILED, fail, json_option, print_json
 from tether.cli._reach import LocalStore, on_store, store_options
 from tether.store.base import Store
@@ -40,17 +40,6 @@ def _secret_key_option(command: Any) -> Any:
         type=click.Path(dir_okay=False, path_type=Path),
         help="The host key the store's secrets are sealed with [default: <data-dir>/host.key].",
     )(command)
-
-
-def package_digest() -> str:
-    """SHA-256 over this install's ``tether`` package files (paths and bytes): the build a bundle names by default."""
-    import tether
-
-    root = Path(tether.__file__).parent
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
 
 
 def _relaxation(value: str) -> dict[str, str]:
@@ -104,7 +93,11 @@ def _relaxation(value: str) -> dict[str, str]:
     help="The public https URL the host reaches that receiver at (a tunnel to --receiver-listen) "
     "[default: the listen address itself].",
 )
-@click.option("--receiver-certfile", type=click.Path(dir_okay=False, exists=True), help="Serve the receiver with TLS.")
+@click.option(
+    "--receiver-certfile",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Serve the receiver and the effect-retry provider with TLS.",
+)
 @click.option(
     "--receiver-keyfile", type=click.Path(dir_okay=False, exists=True), help="The key of --receiver-certfile."
 )
@@ -165,6 +158,8 @@ def certify(
 
             tls = {"certfile": receiver_certfile, "keyfile": receiver_keyfile}
             session.receiver = stack.enter_context(ScopedReceiver(receiver_listen, receiver_url, **tls))
+        if receiver_certfile is not None:
+            session.provider_tls = (receiver_certfile, receiver_keyfile)
         try:
             bundle = run(
                 session,

@@ -30,7 +30,6 @@ router = APIRouter(tags=["discovery"])
 #: the v2 root's families that the pieces serving them describe
 V2_FAMILIES = {
     "webhooks": lambda rest: webhooks_family(rest.settings),
-    # advertised only once the effect ledger is served too (``fork.REPLAY_ADVERTISED``)
     "replay": replay_family,
     # metadata, not a family: the seams profile, advertised exactly where the seams are mounted
     "conformance": lambda rest: conformance_record(rest.settings),

@@ -8,15 +8,12 @@ each guarded. ``MANIFEST_PATH`` is the constant the ``replay`` family names as i
 
 from __future__ import annotations
 
-import functools
-import hashlib
-from pathlib import Path
 from typing import Any, Final
 
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-import tether
+from tether.build import package_digest
 from tether.engine.effects import SEAMS, EffectLedger
 from tether.http.openapi import AUTHENTICATED, refusals
 from tether.http.requests import require
@@ -35,14 +32,9 @@ MANIFEST_PATH: Final = "/host/effect-seams"
 router = APIRouter(tags=["effects (v2)"])
 
 
-@functools.cache
 def build() -> dict[str, str]:
-    """The build the manifest names: the sha256 over this install's ``tether`` package files (paths and bytes)."""
-    root = Path(tether.__file__).parent
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return {"kind": "artifact-sha256", "id": digest.hexdigest()}
+    """The build the manifest names: the digest of this install's package files (``tether.build``)."""
+    return {"kind": "artifact-sha256", "id": package_digest()}
 
 
 def manifest() -> dict[str, Any]:

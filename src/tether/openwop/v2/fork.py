@@ -6,9 +6,8 @@ record and why it delivers nothing). This module only reads v2 requests and writ
 answers: the closed body, ids bound to their tenant (another tenant's run is not found,
 decided before any lookup), the v2 codes, ``Idempotency-Key`` as on ``POST /runs``.
 
-The ``replay`` family is advertised only when :data:`REPLAY_ADVERTISED` is set: the
-profile that needs it also needs the effect ledger and ``GET /host/effect-seams``, which
-this module does not serve (see :func:`replay_family`).
+The ``replay`` family binds three things, all served: fork (here), suppression in a replay
+(``tether.engine.replay``) and the effect-seam manifest (``tether.openwop.v2.effects``).
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from tether.http.responses import json_response
 from tether.ids import new_id
 from tether.openwop.surface import RestSurface, rest_of
 from tether.openwop.v2.discovery import family
+from tether.openwop.v2.effects import MANIFEST_PATH
 from tether.openwop.v2.ids import bind
 from tether.openwop.v2.runs import (
     IDEMPOTENCY_KEY_PATTERN,
@@ -43,11 +43,8 @@ from tether.openwop.v2.runs import (
 )
 from tether.types import Principal
 
-__all__ = ["REPLAY_ADVERTISED", "RETENTION_DAYS", "replay_family", "router"]
+__all__ = ["RETENTION_DAYS", "replay_family", "router"]
 
-#: THE SWITCH. Flip to True once the effect ledger and ``GET /host/effect-seams`` are served too: the
-#: ``replay`` family binds all three (replay.md §The surface, §Suppression, §The effect-seam manifest)
-REPLAY_ADVERTISED: Final = False
 #: how long a source's log stays forkable when the host keeps runs for ever (``--task-retention 0``)
 RETENTION_DAYS: Final = 30
 FORK_SCOPE = "POST /runs/{runId}:fork"
@@ -74,16 +71,14 @@ class ForkRun(_Closed):
     runOptionsOverlay: RunOptionsOverlay | None = None
 
 
-def replay_family(rest: RestSurface) -> dict[str, Any] | None:
-    """The ``replay`` record (``{modes, effectSeamsManifest, retention}``); None unless :data:`REPLAY_ADVERTISED`."""
-    if not REPLAY_ADVERTISED:
-        return None
+def replay_family(rest: RestSurface) -> dict[str, Any]:
+    """The ``replay`` record: the fork modes, the manifest's path, how long a source stays forkable."""
     retention = rest.settings.task_retention
     days = max(1, int(retention // 86400)) if retention > 0 else RETENTION_DAYS
     return family(
         "witnessable-gated",
         modes=list(replay.MODES),
-        effectSeamsManifest="/host/effect-seams",
+        effectSeamsManifest=MANIFEST_PATH,
         retention={"days": days},
     )
 
