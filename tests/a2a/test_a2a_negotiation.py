@@ -49,6 +49,7 @@ def _decided(http: httpx.Client, bound: str) -> list[dict[str, Any]]:
     assert page.status_code == 200, page.text
     decided = [e for e in page.json()["events"] if e["type"] == "negotiation.decided"]
     for event in decided:
+        openwop_validator("v2/run-event").validate(event)
         openwop_validator("v2/run-event-payloads#/$defs/negotiationDecided").validate(event["payload"])
     return decided
 
