@@ -31,17 +31,26 @@ def _finish(proc: subprocess.Popen[bytes] | zygote.ZygoteProcess) -> tuple[int, 
 
 
 def test_exit_status_output_environment_and_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-    code, out, _ = _finish(zygote.popen([*TETHER, "--version"], **pipes))
+    code, out, _ = _finish(zygote.popen([*TETHER, "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     assert (code, out.split(",")[0]) == (0, "tether")
-    code, _, err = _finish(zygote.popen([*TETHER, "no-such-command"], **pipes))
+    code, _, err = _finish(zygote.popen([*TETHER, "no-such-command"], stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     assert code == 2 and "No such command" in err
 
     monkeypatch.chdir(tmp_path)  # the child works where the test is, and has the environment it is given
     by_env = {**os.environ, "TETHER_DATA_DIR": str(tmp_path / "from-env")}
-    code, _, err = _finish(zygote.popen([*TETHER, "keys", "create", "--name", "k1"], env=by_env, **pipes))
+    code, _, err = _finish(
+        zygote.popen(
+            [*TETHER, "keys", "create", "--name", "k1"], env=by_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+    )
     assert code == 0, err
-    code, _, err = _finish(zygote.popen([*TETHER, "keys", "create", "--name", "k2", "--data-dir", "relative"], **pipes))
+    code, _, err = _finish(
+        zygote.popen(
+            [*TETHER, "keys", "create", "--name", "k2", "--data-dir", "relative"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    )
     assert code == 0, err
     listed = zygote.run([*TETHER, "keys", "list", "--data-dir", "from-env"], timeout=60)
     assert "k1" in listed.stdout and "k2" not in listed.stdout

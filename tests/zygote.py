@@ -318,11 +318,12 @@ def run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float) ->
                 proc.kill()
                 proc.wait()
                 raise
-        return subprocess.CompletedProcess(cmd, proc.returncode, _text(out), _text(err))
+        return subprocess.CompletedProcess(cmd, proc.wait(), _text(out), _text(err))
     assert proc.stdout is not None and proc.stderr is not None
+    deadline = time.monotonic() + timeout
     try:
-        out, err = _read_both(proc.stdout, proc.stderr, time.monotonic() + timeout)
-        proc.wait(max(0.0, timeout))
+        out, err = _read_both(proc.stdout, proc.stderr, deadline)
+        returncode = proc.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
@@ -330,7 +331,7 @@ def run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float) ->
     finally:
         proc.stdout.close()
         proc.stderr.close()
-    return subprocess.CompletedProcess(cmd, proc.returncode, _text(out), _text(err))
+    return subprocess.CompletedProcess(cmd, returncode, _text(out), _text(err))
 
 
 def _fork(

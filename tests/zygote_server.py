@@ -58,7 +58,7 @@ PRELOAD = (
 )
 
 
-class _RecordingEnviron(os._Environ):  # type: ignore[misc,type-arg]
+class _RecordingEnviron(os._Environ):  # type: ignore[type-arg]
     """``os.environ``'s class while the zygote imports: notes each variable read."""
 
     read: set[str] = set()
@@ -90,9 +90,8 @@ def _unfit() -> str | None:
     threads = os.listdir("/proc/self/task")
     if len(threads) != 1 or threading.active_count() != 1:
         return f"importing Tether left {len(threads)} threads"
-    if asyncio.events._get_running_loop() is not None or getattr(
-        getattr(asyncio.events._event_loop_policy, "_local", None), "_loop", None
-    ):
+    policy = getattr(asyncio.events, "_event_loop_policy", None)  # None: no loop was ever asked for
+    if asyncio.events._get_running_loop() is not None or getattr(getattr(policy, "_local", None), "_loop", None):
         return "importing Tether made an event loop"
     return None
 
@@ -150,7 +149,7 @@ class _Zygote:
             conn.settimeout(10)
             head, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 3)
             body = _read_exactly(conn, _HEADER.unpack(head)[0])
-            request = json.loads(body)
+            request: dict[str, Any] = json.loads(body)
             refused = self._refusal(request["env"])
             if refused or len(fds) != 3:
                 conn.sendall(f"refuse {refused or 'expected 3 descriptors'}\n".encode())
@@ -276,7 +275,7 @@ def _refresh_module_state() -> None:
     tempfile.tempdir = None
     handlers = sys.modules.get("wsgiref.handlers")
     if handlers is not None:
-        handlers.BaseHandler.os_environ = handlers.read_environ()  # type: ignore[attr-defined]
+        handlers.BaseHandler.os_environ = handlers.read_environ()
     sys.modules.pop(__name__, None)
 
 
