@@ -70,6 +70,8 @@ class _RecordingEnviron(os._Environ):  # type: ignore[type-arg]
 
 def _import_tether() -> frozenset[str]:
     """Import what every ``tether`` process imports; the environment variables read meanwhile."""
+    import wsgiref.handlers  # noqa: F401  (snapshots the whole environment: not recorded, retaken in each child)
+
     os.environ.__class__ = _RecordingEnviron
     try:
         import tether.app  # noqa: F401
@@ -117,7 +119,6 @@ class _Zygote:
         self.import_reads = import_reads
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, _Child] = {}  # by pidfd
-        self.by_conn: dict[int, _Child] = {}  # by connection fd
         self.signals = {
             sig: signal.getsignal(sig) for sig in signal.valid_signals() if sig not in (signal.SIGKILL, signal.SIGSTOP)
         }
@@ -126,22 +127,24 @@ class _Zygote:
 
     def serve(self) -> dict[str, Any] | None:
         """Answer requests until the control connection closes (None) or, in a forked child, its request."""
-        self.selector.register(self.listener, selectors.EVENT_READ, "accept")
-        self.selector.register(self.control, selectors.EVENT_READ, "control")
+        self.selector.register(self.listener, selectors.EVENT_READ, ("accept", None))
+        self.selector.register(self.control, selectors.EVENT_READ, ("control", None))
         while True:
             for key, _ in self.selector.select():
-                if key.data == "accept":
+                kind, child = key.data
+                if kind == "accept":
                     conn, _ = self.listener.accept()
                     request = self._request(conn)
                     if request is not None:
                         return request  # in the child
-                elif key.data == "control":
+                elif kind == "control":
                     if not self.control.recv(1):
                         return None
-                elif key.data == "pidfd":
-                    self._ended(self.children[key.fd])
-                else:
-                    self._hung_up(self.by_conn[key.fd])
+                # an event of this batch may be for a descriptor closed by an earlier one (its number reused)
+                elif kind == "pidfd" and self.children.get(key.fd) is child and child.returncode is None:
+                    self._ended(child)
+                elif kind == "conn" and child.conn is key.fileobj:
+                    self._hung_up(child)
 
     def _request(self, conn: socket.socket) -> dict[str, Any] | None:
         fds: list[int] = []
@@ -175,9 +178,8 @@ class _Zygote:
             os.close(fd)
         child = _Child(pid, conn)
         self.children[child.pidfd] = child
-        self.by_conn[conn.fileno()] = child
-        self.selector.register(child.pidfd, selectors.EVENT_READ, "pidfd")
-        self.selector.register(conn, selectors.EVENT_READ, "conn")
+        self.selector.register(child.pidfd, selectors.EVENT_READ, ("pidfd", child))
+        self.selector.register(conn, selectors.EVENT_READ, ("conn", child))
         conn.sendall(f"pid {pid}\n".encode())
         return None
 
@@ -210,7 +212,6 @@ class _Zygote:
         """The requester closed its connection: it knows the status (or never will); reap once ended."""
         if child.conn is not None:
             self.selector.unregister(child.conn)
-            del self.by_conn[child.conn.fileno()]
             child.conn.close()
             child.conn = None
         if child.returncode is not None:
@@ -300,6 +301,7 @@ def serve(listener_fd: int, control_fd: int) -> dict[str, Any] | None:
     if unfit is not None:
         print(f"zygote: {unfit}; not serving", file=sys.stderr, flush=True)
         return None
+    print(f"zygote: serving; variables read at import: {', '.join(sorted(import_reads))}", file=sys.stderr)
     gc.collect()
     gc.freeze()  # what every child shares stays out of its collections: no copy-on-write of it all
     zygote = _Zygote(listener, control, import_reads)
