@@ -16,7 +16,10 @@ import pytest
 import zygote
 from harness import HostProcess
 
-pytestmark = pytest.mark.process
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(os.environ.get(zygote.SWITCH) == "0", reason=f"{zygote.SWITCH}=0 turns the zygote off"),
+]
 
 TETHER = [sys.executable, "-m", "tether"]
 
@@ -96,3 +99,21 @@ def test_an_environment_read_at_start_gets_popen(tmp_path: Path) -> None:
     proc = zygote.popen([*TETHER, "--version"], stdout=subprocess.PIPE, env=env)
     assert isinstance(proc, subprocess.Popen)
     assert proc.communicate(timeout=60)[0].startswith(b"tether") and proc.returncode == 0
+
+
+def test_a_zygote_that_died_means_popen(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    own = zygote.Zygote()  # not this worker's: the rest of its tests keep theirs
+    monkeypatch.setattr(zygote, "ZYGOTE", own)
+    try:
+        code, out, _ = _finish(zygote.popen([*TETHER, "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        assert (code, out.split(",")[0]) == (0, "tether")
+        assert own._proc is not None
+        own._proc.kill()
+        own._proc.wait()
+        for _ in range(2):
+            proc = zygote.popen([*TETHER, "--version"], stdout=subprocess.PIPE)
+            assert isinstance(proc, subprocess.Popen)
+            assert proc.communicate(timeout=60)[0].startswith(b"tether") and proc.returncode == 0
+        assert caplog.text.count("zygote unavailable") == 1  # said once
+    finally:
+        own.shutdown()
