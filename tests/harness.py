@@ -2,7 +2,9 @@
 
 ``HostProcess`` runs ``python -m tether serve`` exactly as an operator would, reads the
 URL it announces, and can SIGTERM or SIGKILL it and start it again on the same data
-directory. ``wait_until`` polls a condition against a deadline instead of sleeping.
+directory. ``wait_until`` polls a condition against a deadline instead of sleeping. Both it
+and ``cli`` have their processes forked from this worker's zygote (``zygote``), which has
+Tether imported already: the same process, most of a second of CPU cheaper each.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import httpx
+import zygote
 
 T = TypeVar("T")
 _SERVING = re.compile(r"serving on (\S+)")
@@ -49,9 +52,7 @@ def cli(*args: str, data_dir: Path, check: bool = True) -> subprocess.CompletedP
     env = {**os.environ, "TETHER_DATA_DIR": str(data_dir)}
     if data_dir in _DATABASES:
         env["TETHER_DATABASE_URL"] = _DATABASES[data_dir]
-    result = subprocess.run(
-        [sys.executable, "-m", "tether", *args], capture_output=True, text=True, env=env, timeout=60
-    )
+    result = zygote.run([sys.executable, "-m", "tether", *args], env=env, timeout=60)
     if check and result.returncode != 0:
         raise AssertionError(f"tether {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result
@@ -128,7 +129,7 @@ class HostProcess(Host):
 
     def __init__(self, data_dir: Path, *args: str, database_url: str | None = None) -> None:
         super().__init__(data_dir, *args, database_url=database_url)
-        self.proc: subprocess.Popen[str] | None = None
+        self.proc: subprocess.Popen[str] | zygote.ZygoteProcess | None = None
         self.startups: list[str] = []
 
     def start(self) -> HostProcess:
@@ -136,9 +137,7 @@ class HostProcess(Host):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "a")
         cmd = [sys.executable, "-m", "tether", "serve", *self.serve_args()]
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1, start_new_session=True
-        )
+        self.proc = zygote.popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1, start_new_session=True)
         log.close()
         assert self.proc.stdout is not None
         deadline = time.monotonic() + _STARTUP_DEADLINE
