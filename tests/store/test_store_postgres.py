@@ -347,6 +347,7 @@ READ_WHOLE = {
     "lock_purged_blobs",
     "purge_blobs",
     "purge_effects",
+    "settings_under",  # host_settings: a handful of rows (the host key's fingerprint, the signing keys)
 }
 _DML = re.compile(r"^\s*(WITH|SELECT|INSERT|UPDATE|DELETE)\b", re.IGNORECASE | re.MULTILINE)
 
