@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
@@ -48,6 +48,8 @@ from keys import made_key
 from receiver import Received, Receiver, egress_to
 from schemas import fixtures_v2_dir, group_dirs, openwop_validator
 
+from tether.certify._driver import Stream
+from tether.certify._driver import subscribe as certify_subscribe
 from tether.certify.ledger import run_check
 from tether.certify.runner import CHECKS
 from tether.certify.session import Attempt as CertifyAttempt
@@ -337,57 +339,10 @@ def check_event(event: dict[str, Any]) -> None:
     openwop_validator("v2/run-event").validate(event)
 
 
-@dataclass
-class Stream:
-    """What the suite's ``subscribe`` returns: the status, the frames that carried data, who closed the stream."""
-
-    status: int
-    frames: list[dict[str, str]] = field(default_factory=list)
-    closed_by: str = "server"
-
-    @property
-    def ids(self) -> list[int]:
-        return [int(f["id"]) for f in self.frames if re.fullmatch(r"-?[0-9]+", f.get("id", ""))]
-
-
 def subscribe(host: Host, key: str, path: str, *, timeout: float = 8.0, last_event_id: str | None = None) -> Stream:
-    """lib/sse.ts ``subscribe``: a raw SSE GET (``OpenWOP-Version: 2.0`` as its extra header), read until the server
-    closes it or ``timeout`` passes; a frame counts when it has a ``data:`` line, comments are skipped."""
-    headers = {
-        "Accept": "text/event-stream",
-        "Authorization": f"Bearer {key}",
-        "Cache-Control": "no-cache",
-        "OpenWOP-Version": "2.0",
-    }
-    if last_event_id is not None:
-        headers["Last-Event-ID"] = last_event_id
-    deadline = time.monotonic() + timeout
-    with httpx.Client(base_url=host.url, timeout=timeout) as client, client.stream("GET", path, headers=headers) as r:
-        if r.status_code != 200:
-            r.read()
-            return Stream(r.status_code)
-        stream = Stream(200)
-        fields: dict[str, str] = {}
-        data: list[str] = []
-        try:
-            for line in r.iter_lines():
-                if line == "":
-                    if data:
-                        stream.frames.append({**fields, "data": "\n".join(data)})
-                    fields, data = {}, []
-                elif not line.startswith(":"):
-                    name, _, value = line.partition(":")
-                    value = value.removeprefix(" ")
-                    if name == "data":
-                        data.append(value)
-                    else:
-                        fields[name] = value
-                if time.monotonic() > deadline:
-                    stream.closed_by = "client"
-                    break
-        except httpx.ReadTimeout:
-            stream.closed_by = "client"
-        return stream
+    """lib/sse.ts ``subscribe``: a raw SSE GET read until the server closes it or ``timeout`` passes, as certify reads
+    one (a frame counts when it has a ``data:`` line, comments are skipped)."""
+    return certify_subscribe(Session(host.url, key), key, path, timeout=timeout, last_event_id=last_event_id)
 
 
 # the floor: driven through tether certify's checks ------------------------------------------------

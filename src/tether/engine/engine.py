@@ -57,6 +57,11 @@ class IdempotencyClaim:
     answer_status: int
     answer: dict[str, Any]
 
+    def record(self, tenant: str, run_id: str, at: str) -> IdempotencyRecord:
+        """The claim as the store keeps it, beside run ``run_id`` created at ``at``."""
+        args = (self.request_digest, run_id, self.answer_status, self.answer, at)
+        return IdempotencyRecord(tenant, self.scope, self.key, *args)
+
 
 @dataclass(frozen=True, slots=True)
 class Created:
@@ -130,16 +135,7 @@ class Engine(Driver):
             self._advance(entry.workflow, batch)
         commit = batch.commit(new=True)
         if idempotency is not None:
-            commit.idempotency = IdempotencyRecord(
-                principal.tenant,
-                idempotency.scope,
-                idempotency.key,
-                idempotency.request_digest,
-                run_id,
-                idempotency.answer_status,
-                idempotency.answer,
-                now,
-            )
+            commit.idempotency = idempotency.record(principal.tenant, run_id, now)
         try:
             run = await self._commit(batch, extras=extras, commit=commit)
         except IdempotencyClaimed as claimed:
@@ -203,16 +199,7 @@ class Engine(Driver):
         blobs = [Blob(digest, data) for digest, data in found.items()]
         commit = Commit(run=run, events=rows, expected_sequence=None, blobs=blobs)
         if idempotency is not None:
-            commit.idempotency = IdempotencyRecord(
-                principal.tenant,
-                idempotency.scope,
-                idempotency.key,
-                idempotency.request_digest,
-                run_id,
-                idempotency.answer_status,
-                idempotency.answer,
-                now,
-            )
+            commit.idempotency = idempotency.record(principal.tenant, run_id, now)
         try:
             created = await self._commit(batch, commit=commit)
         except IdempotencyClaimed as claimed:
