@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
-from tether import clock
+from tether import clock, failpoints
 from tether.engine import events, replay
 from tether.engine.batch import Batch, duration_ms, ms
 from tether.engine.cluster import Cluster, LeaseSettings
@@ -173,6 +173,8 @@ class Driver(EnginePort):
         if replay.replaying(commit.run.state) or (before is None and replay.forked(commit.run.state)):
             # fixed history is never delivered again, and a replay delivers nothing at all
             commit.extras = [extra for extra in commit.extras if not isinstance(extra, Fanout)]
+        if failpoints.planted("ack-without-commit") and any(d["type"] == "interrupt.resolved" for d in batch.docs):
+            return commit.run  # the planted bug (test seams only): an answer acknowledged, its commit skipped
         enqueued = await self.store.commit(commit)
         for hook in self._on_commit:  # before the wake-up: observers woken by it may rely on a hook
             hook(commit, enqueued)
