@@ -50,7 +50,7 @@ def test_every_failpoint_in_the_code_is_registered_and_every_registered_one_is_i
     [
         ({failpoints.ENV: "store.commit.after"}, False, "need --enable-test-seams"),
         ({failpoints.TRACE_ENV: "/tmp/x"}, False, "need --enable-test-seams"),
-        ({failpoints.PLANT_ENV: "ack-without-commit"}, False, "need --enable-test-seams"),
+        ({failpoints.PLANT_ENV: "ack-before-commit"}, False, "need --enable-test-seams"),
         ({failpoints.ENV: "store.commit.later"}, True, "no failpoint 'store.commit.later'"),
         ({failpoints.ENV: "store.commit.after:0"}, True, "whole number from 1"),
         ({failpoints.PLANT_ENV: "lose-everything"}, True, "no such planted bug"),
@@ -66,7 +66,7 @@ def test_arming_is_refused_outside_test_seams_and_for_unknown_names(
 def test_nothing_asked_arms_nothing() -> None:
     failpoints.arm_from_environment(False, {})
     failpoints.hit("store.commit.before")  # disarmed: a no-op
-    assert not failpoints.planted("ack-without-commit")
+    assert not failpoints.planted("ack-before-commit")
 
 
 def test_an_armed_failpoint_kills_the_process_its_nth_time_and_the_trace_names_each_hit(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ class FaultHost(HostProcess):
     def revive(self) -> None:
         """Started again, unarmed (the same store, the same port when it was fixed)."""
         self.deaths += 1
-        self.env = {}
+        self.env = {k: v for k, v in self.env.items() if k == failpoints.PLANT_ENV}  # a planted bug is in every life
         self._close_pipe()
         self.start()
 
@@ -138,28 +138,37 @@ class Scenario:
 
 
 def drive(ctx: Ctx, scenario: Scenario, lives: int = 4) -> None:
-    """Run the steps to the end, reviving each host that dies on the way; then the check."""
+    """Run the steps and the check to the end, reviving each host that dies on the way (then from the first step)."""
     for _ in range(lives):
         try:
             for step in scenario.steps:
-                step(ctx)
-            break
+                _stepped(ctx, step)
+            _stepped(ctx, scenario.check)
+            return
         except Died:
             for host in ctx.hosts.values():
                 if host.dead():
                     host.revive()
         except AssertionError as failed:
-            ctx.violations.append(f"{getattr(step, '__qualname__', step)}: {str(failed).splitlines()[0][:400]}")
+            ctx.violations.append(str(failed).splitlines()[0][:400])
             return
-    else:
-        ctx.violations.append(f"the scenario did not finish in {lives} lives")
-        return
+    ctx.violations.append(f"the scenario did not finish in {lives} lives")
+
+
+def _stepped(ctx: Ctx, step: Step) -> None:
+    """One step (or the check); Died when a host died under it, AssertionError naming the step when it failed."""
     try:
-        scenario.check(ctx)
-    except Died:
-        ctx.violations.append("a host died during the final check (a failpoint reached again after a restart?)")
+        step(ctx)
+    except GONE as gone:
+        ctx.alive()
+        raise AssertionError(f"{_name(step)}: {type(gone).__name__}: {gone}") from gone
     except AssertionError as failed:
-        ctx.violations.append(str(failed).splitlines()[0][:400])
+        ctx.alive()  # a host that died is why: not a violation yet
+        raise AssertionError(f"{_name(step)}: {failed}") from failed
+
+
+def _name(step: Step) -> str:
+    return getattr(step, "__qualname__", repr(step)).replace(".<locals>", "")
 
 
 @contextmanager
