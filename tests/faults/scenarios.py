@@ -108,6 +108,21 @@ def _gate(status: str) -> Callable[[Ctx], None]:
     return wait
 
 
+def _refused(ctx: Ctx) -> None:
+    """A refused answer (an action the gate does not offer) writes nothing: the run's log is as it was."""
+    if "answer" in ctx.acked:
+        return
+    run_id = ctx.acked["run"]
+    before = len(_events(ctx, run_id))
+    with ctx.http() as http:
+        sent = ctx.call(lambda: http.post(f"/v1/runs/{run_id}/interrupts/gate", json={"resumeValue": {"action": "no"}}))
+    if sent.status_code in (404, 409):
+        return  # past the gate already (an answer the host died acknowledging)
+    assert sent.status_code == 400, f"an action the gate does not offer answered {sent.status_code}"
+    after = len(_events(ctx, run_id))
+    assert after == before, f"a refused answer wrote: the log went from {before} to {after} events"
+
+
 def _answer(node_id: str, value: Any) -> Callable[[Ctx], None]:
     def answer(ctx: Ctx) -> None:
         if "answer" in ctx.acked:
@@ -377,6 +392,7 @@ SCENARIOS: dict[str, Scenario] = {
             (
                 _create("approval-gated", {"prompt": "draft"}),
                 _gate("waiting-approval"),
+                _refused,
                 _answer("gate", {"action": "accept"}),
                 _until("completed"),
             ),
