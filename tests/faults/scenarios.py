@@ -37,8 +37,9 @@ def _hosts(folder: Path, store: str, database: str | None, *args: str) -> Ctx:
     a.start()
     assert a.dev_key
     hosts = {"a": a}
-    if store == "postgres":
-        hosts["a2"] = FaultHost(folder / "a2", *FAST, *args, database_url=database).start()
+    if store == "postgres":  # a second host on the database (the same host key, as every host of one database)
+        shared = ("--secret-key-file", str(a.data_dir / "host.key"))
+        hosts["a2"] = FaultHost(folder / "a2", *FAST, *args, *shared, database_url=database).start()
     return Ctx(hosts, a.dev_key, folder)
 
 
