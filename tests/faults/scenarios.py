@@ -380,6 +380,57 @@ def _plain(folder: Path, store: str, database: str | None) -> Ctx:
     return _hosts(folder, store, database)
 
 
+# fork (OpenWOP v2) and retention ----------------------------------------------------------------
+
+#: one fork request, however often it is asked again: the key makes it one fork
+_FORK_KEY = "faults-fork-key-0123456789abcdef"
+
+
+def _fork(ctx: Ctx) -> None:
+    if "fork" in ctx.acked:
+        return
+    source = "default~2F" + ctx.acked["run"]
+    with ctx.http() as http:
+        http.headers["OpenWOP-Version"] = "2.0"
+        sent = ctx.call(
+            lambda: http.post(f"/runs/{source}:fork", json={"mode": "replay"}, headers={"Idempotency-Key": _FORK_KEY})
+        )
+    assert sent.status_code == 201, sent.text
+    ctx.acked["fork"] = sent.json()["runId"].partition("/")[2]
+
+
+def _fork_check(ctx: Ctx) -> None:
+    _ended("completed")(ctx)
+    fork = ctx.acked["fork"]
+    found = _status(ctx, fork)
+    assert found == "completed", f"acknowledged fork {fork} is {found}"
+    sequence_clean(_events(ctx, fork), f"fork {fork}")
+    source = "default/" + ctx.acked["run"]
+    with ctx.http() as http:
+        runs = [r["runId"] for r in http.get("/v1/runs", params={"workflowId": "echo"}).json()["runs"]]
+        http.headers["OpenWOP-Version"] = "2.0"
+        snapshots = [http.get(f"/runs/default~2F{r}").json() for r in runs]
+    forks = [x for x in snapshots if x.get("extensions", {}).get("tether.fork", {}).get("sourceRunId") == source]
+    assert len(forks) == 1, f"one fork request (one Idempotency-Key) made {len(forks)} forks"
+
+
+def _purged(ctx: Ctx) -> None:
+    run_id = ctx.acked["run"]
+    ctx.until(lambda: _status(ctx, run_id) == "HTTP 404", f"run {run_id} to be purged", timeout=30)
+
+
+def _purge_check(ctx: Ctx) -> None:
+    run_id = ctx.acked["run"]
+    assert _status(ctx, run_id) == "HTTP 404", f"purged run {run_id} is back"
+    with ctx.http() as http:
+        answer = http.get(f"/v1/runs/{run_id}/events/poll", params={"lastSequence": -1, "timeout": 0})
+    assert answer.status_code == 404, f"a purged run's events answer {answer.status_code}"
+
+
+def _short_retention(folder: Path, store: str, database: str | None) -> Ctx:
+    return _hosts(folder, store, database, "--task-retention", "2s")
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -435,6 +486,18 @@ SCENARIOS: dict[str, Scenario] = {
             ),
             _a2a_check,
             cleanup=_stop_receiver,
+        ),
+        Scenario(
+            "fork",
+            _plain,
+            (_create("echo", {"prompt": "hi"}), _until("completed"), _fork, _until("completed", key="fork")),
+            _fork_check,
+        ),
+        Scenario(
+            "retention",
+            _short_retention,
+            (_create("echo", {"prompt": "hi"}), _purged),
+            _purge_check,
         ),
         Scenario(
             "handoff",
