@@ -14,7 +14,12 @@ import pytest
 from crash import crash, trace
 from scenarios import SCENARIOS
 
-pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.process,
+    pytest.mark.timeout(600),
+    pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning"),
+]
 
 
 def test_the_harness_reports_an_answer_acknowledged_before_its_commit(
