@@ -21,11 +21,13 @@ def summary(folder: str | None) -> str | None:
     stores = {t["store"] for t in tallies}
     crashes = sum(t["crashes"] for t in tallies)
     violations = sum(len(t["violations"]) for t in tallies)
-    unreached = set.intersection(*(set(t["unreached"]) for t in tallies))
+    lines = []
+    for store in sorted(stores):
+        unreached = set.intersection(*(set(t["unreached"]) for t in tallies if t["store"] == store))
+        if unreached:
+            lines.append(f"faults: reached by no scenario on {store}: {', '.join(sorted(unreached))}")
     line = (
         f"faults: {len(points)} failpoints × {len(scenarios)} scenarios × {len(stores)} stores = "
         f"{crashes} crashes, {violations} violations"
     )
-    if unreached:
-        line += f"\nfaults: reached by no scenario here: {', '.join(sorted(unreached))}"
-    return line
+    return "\n".join([line, *lines])
