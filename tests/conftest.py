@@ -47,6 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    _faults_results(config.getoption("markexpr", "") or "")
     import compileall
 
     import tether
@@ -75,3 +76,21 @@ def pytest_sessionfinish(session: object, exitstatus: int) -> None:
     from pg import drop_template
 
     drop_template()
+
+
+def _faults_results(markexpr: str) -> None:
+    """A folder the fault harness's tests (tests/faults, in any xdist worker) add their tallies to, when selected."""
+    if "faults" not in markexpr or "not faults" in markexpr:
+        return
+    import tempfile
+
+    os.environ["TETHER_FAULTS_RESULTS"] = tempfile.mkdtemp(prefix="tether-faults-")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fault harness's one line, when it ran (``faults: N failpoints × M scenarios × S stores = K crashes, …``)."""
+    from faults_summary import summary
+
+    line = summary(os.environ.get("TETHER_FAULTS_RESULTS"))
+    if line:
+        terminalreporter.write_line(line)

@@ -277,6 +277,12 @@ def serve(**params: Any) -> None:
             HostLines("json").say("start-up-refused", refused.message, level="error", stream=sys.stderr)
             raise click.exceptions.Exit(EXIT_UNREACHABLE) from None
         fail(f"error: {refused.message}", EXIT_UNREACHABLE)
+    from tether import failpoints
+
+    try:
+        failpoints.arm_from_environment(settings.enable_test_seams)
+    except ValueError as refused_failpoint:
+        fail(f"error: {refused_failpoint}", EXIT_UNREACHABLE)
     run_host(settings)
 
 

@@ -47,6 +47,7 @@ from tether.egress._traces import DeliveryTraces
 from tether.egress.signing import sign_webhook
 from tether.egress.transport import EgressClient
 from tether.errors import TetherError
+from tether.failpoints import hit
 from tether.secrets import SecretBox
 from tether.store.base import Attempt, DeliveryRow, PushConfigRow, Store, WebhookRow
 from tether.store.fanout import push_stream_task
@@ -275,6 +276,8 @@ class OutboxWorker:
                 due = await self.store.due_deliveries(
                     clock.now_iso(), room, owner=self.owner, claim_seconds=self._claim_seconds
                 )
+                if due:
+                    hit("outbox.claimed")
                 subscriptions = await self._subscriptions(due)
                 for row in due:
                     key = _subscription_key(row)
@@ -419,7 +422,9 @@ class OutboxWorker:
         try:
             while True:
                 try:
+                    hit("outbox.receipt.before")
                     await self.store.record_attempts(batch)
+                    hit("outbox.receipt.after")
                     break
                 except asyncio.CancelledError:
                     raise
@@ -453,7 +458,12 @@ class OutboxWorker:
         headers, body, schedule = prepared
         if span is not None:
             headers["traceparent"] = tracing.span_traceparent(span)
+        hit("outbox.send.before")
         outcome = await self._post(row.url, body, headers)
+        if outcome.delivered and row.kind == "a2a-push":
+            hit("outbox.push.answered")
+        elif outcome.delivered:
+            hit("outbox.webhook.answered")
         if schedule is not None and not outcome.delivered:
             # a subscription with a ladder of its own (OpenWOP v2) retries every failed attempt on it, refusals too
             outcome = replace(outcome, retryable=True, schedule=schedule)

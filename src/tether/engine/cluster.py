@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from tether import clock
 from tether.caches import holds_copies
+from tether.failpoints import hit
 from tether.store.base import Store
 
 log = logging.getLogger("tether.cluster")
@@ -59,12 +60,14 @@ class Cluster:
         epoch = await self.store.claim_run(run_id, self.owner, self.settings.lease_seconds)
         if epoch is None:
             return None
+        hit("lease.claimed")
         self._held.add(run_id)
         return self.owner, epoch
 
     async def release(self, run_id: str) -> None:
         self._held.discard(run_id)
         await self.store.release_run(run_id, self.owner)
+        hit("lease.released")
 
     def forget(self, run_id: str) -> None:
         """Stop renewing a lease without a write: it expires, and any host may adopt the run."""

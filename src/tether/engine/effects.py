@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from tether import clock
+from tether.failpoints import hit
 from tether.store.base import EffectClaim, EffectRecord, Store
 
 __all__ = [
@@ -174,12 +175,14 @@ class EffectLedger:
         ident = effect_id(tenant, run_id, node_id, seam, ordinal)
         claim = EffectClaim(ident, tenant, run_id, node_id, seam, keying, provider_key, clock.now_iso())
         number = await self._store.claim_effect(claim)
+        hit("effects.claimed")
         try:
             yield EffectAttempt(ident, number, provider_key)
         except Exception:
             await self._store.settle_effect(ident, number, "released")
             raise
         await self._store.settle_effect(ident, number, "completed")
+        hit("effects.settled")
 
     async def recorded(self, run_id: str, node_id: str | None = None) -> list[EffectRecord]:
         """The ledger of ``run_id`` (of one node when given), oldest first: what a replay answers from."""

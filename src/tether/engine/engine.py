@@ -27,6 +27,7 @@ from tether.engine.state import evolve, initial_snapshot
 from tether.engine.validation import validate_inputs
 from tether.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from tether.exchange import current_traceparent
+from tether.failpoints import hit
 from tether.files import Blob
 from tether.ids import new_id
 from tether.run_state import DrainPolicy, ForkRecord
@@ -202,6 +203,7 @@ class Engine(Driver):
             commit.idempotency = idempotency.record(principal.tenant, run_id, now)
         try:
             created = await self._commit(batch, commit=commit)
+            hit("fork.committed")
         except IdempotencyClaimed as claimed:
             existing = await self.store.get_run(claimed.existing.run_id or "", principal.tenant)
             if existing is None:
@@ -280,6 +282,7 @@ class Engine(Driver):
                 self._advance(self.registry.get(row.workflow_id).workflow, batch)
 
         row, _ = await self._transition(principal.tenant, run_id, decide, extras)
+        hit("interrupt.resolved")
         for resolved in row.state.get("resolvedInterrupts", []):
             timer = self._timers.pop(resolved["interruptId"], None)
             if timer is not None:
@@ -320,6 +323,7 @@ class Engine(Driver):
             batch.add(events.run_cancelled(why, principal.name, duration_ms(row.state)))
 
         row, _ = await self._transition(principal.tenant, run_id, decide)
+        hit("run.cancelled")
         if row.status == "cancelling":
             sleep = self._sleeps.get(run_id)
             if sleep is not None:

@@ -23,6 +23,7 @@ from typing import Final
 from tether import clock
 from tether.engine.effects import RETENTION_DAYS
 from tether.errors import StoreUnavailable
+from tether.failpoints import hit
 from tether.store.base import Store
 
 __all__ = ["BATCH", "Retention", "cutoff"]
@@ -73,6 +74,7 @@ class Retention:
         """
         purged = await self.store.purge_runs(cutoff(self.window), BATCH)
         if purged:
+            hit("retention.purged")
             log.info("purged %d run(s) that ended over %s ago", len(purged), _span(self.window))
             if self._on_purged is not None:
                 self._on_purged(len(purged))

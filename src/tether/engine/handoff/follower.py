@@ -61,6 +61,7 @@ from tether.engine.handoff.record import (
     run_trace,
 )
 from tether.engine.replay import replaying
+from tether.failpoints import hit
 from tether.run_state import ErrorObject, HandoffRecord
 from tether.store.base import RunRow, Store
 from tether.types import TERMINAL
@@ -155,6 +156,7 @@ class Handoffs:
         wake = self._wakes.get(hid)
         if wake is None:
             return False
+        hit("handoff.hint")
         wake.set()
         return True
 
@@ -284,7 +286,9 @@ class Handoffs:
             message_id = invocation_message_id(row.run_id, node_id)
             call = replace(outcome.call, trace=run_trace(row, node_id), files=await self._with_bytes(row, outcome.call))
             async with self._ledger.attempt(row.tenant, row.run_id, node_id, effects.HANDOFF_SEND, message_id):
+                hit("handoff.send.before")
                 ref, task = await port.send(call, message_id=message_id, metadata=metadata)
+                hit("handoff.send.after")
                 self._last_read[hid] = clock.now_iso()
                 if self._settings.after_send is not None:
                     await self._settings.after_send()
@@ -315,6 +319,7 @@ class Handoffs:
         elif hid not in self._subscribed:  # after a restart: ask again (an idempotent config id at the peer)
             await self._subscribe(port, ref, hid, row, node_id)
         task = await port.get(ref)
+        hit("handoff.read")
         self._last_read[hid] = clock.now_iso()
         return await self._apply(row.run_id, node_id, task, ref)
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import orjson
 
 from tether.errors import Conflict, SequenceConflict, StoreUnavailable
+from tether.failpoints import hit
 from tether.store._records import (
     CREDENTIAL,
     DELIVERY,
@@ -210,15 +211,18 @@ class PostgresStore:
         (``_group_commit``), else in a transaction of its own. Raises
         IdempotencyClaimed, LeaseLost or SequenceConflict, and then writes nothing.
         """
+        hit("store.commit.before")
         rows = Rows.of(commit)
         if rows is not None:
             outcome = await self._group.commit(rows)
             if outcome == "conflict":
                 raise SequenceConflict(commit.run.run_id)
             if outcome == "written":
+                hit("store.commit.after")
                 self._tasks.cache.committed(commit)
                 return 0
         enqueued = await self._commit_in_transaction(commit)
+        hit("store.commit.after")
         self._tasks.cache.committed(commit)
         return enqueued
 

@@ -22,6 +22,7 @@ import orjson
 
 from tether.caches import holds_copies
 from tether.errors import StoreUnavailable
+from tether.failpoints import hit
 from tether.store._records import (
     CREDENTIAL,
     DELIVERY,
@@ -191,7 +192,9 @@ class SqliteStore:
     async def commit(self, commit: Commit) -> int:
         self._push_tasks.update(x.task_id for x in commit.extras if isinstance(x, PushConfigRow))
         job = CommitJob(commit, self._may_match)
+        hit("store.commit.before")
         enqueued: int = await self._write(job.write, prepare=job.prepare)
+        hit("store.commit.after")
         self._tasks.committed(commit)
         return enqueued
 
