@@ -187,8 +187,9 @@ class OutboxWorker:
     """Owns the outbox's sending side for one process.
 
     Parameters:
-        concurrency: sends at once to one destination (host and port). A crash re-sends those
-            of them the receiver had answered, so it also bounds what one receiver gets again.
+        concurrency: deliveries at once to one destination (host and port), each from its send
+            until its outcome is written. A crash re-sends those of them the receiver had
+            answered, so it also bounds what one receiver gets again.
         capacity: deliveries held at once, all destinations together (sending, waiting for a
             slot, or waiting for their outcome to be written).
         owner: this host's name in delivery claims (several hosts on one PostgreSQL).
@@ -236,6 +237,8 @@ class OutboxWorker:
         #: claimed deliveries whose outcome is not written yet
         self._held: set[str] = set()
         self._outcomes: asyncio.Queue[Attempt] = asyncio.Queue()
+        #: each sent delivery's slot waits on its future until the outcome is written
+        self._written: dict[str, asyncio.Future[None]] = {}
         self._sending: set[asyncio.Task[None]] = set()
         #: traces on: the client span of each attempt
         self._traces = DeliveryTraces(store)
@@ -349,12 +352,27 @@ class OutboxWorker:
                 if tracing.tracer() is not None:
                     span = await self._traces.start(row)
                 outcome = await self._send(row, subscription, span)
+                attempt = self._attempted(row, destination, outcome)
+                # the slot is let go once the outcome is on disk, not when the answer came: a
+                # receipt still in memory is sent again after a crash, so what one destination
+                # can get again stays bounded by its slots however slowly the store commits
+                written = asyncio.get_running_loop().create_future()
+                self._written[attempt.delivery_id] = written
+                self._outcomes.put_nowait(attempt)
+                await written
         except BaseException:
             if span is not None:
                 span.end()
             raise
         finally:
             destination.load -= 1
+        if self.on_attempt is not None:
+            self.on_attempt(row.kind, _OUTCOMES[attempt.status])
+        if span is not None:
+            self._traces.finish(span, _OUTCOMES[attempt.status], outcome.status)
+
+    def _attempted(self, row: DeliveryRow, destination: Destination, outcome: _Outcome) -> Attempt:
+        """What ``outcome`` tells the destination's and the subscriber's back-off, and the attempt to write."""
         now = asyncio.get_running_loop().time()
         if outcome.delivered:
             destination.succeeded(now)
@@ -364,12 +382,7 @@ class OutboxWorker:
                 destination.failed(now)
             else:  # the host answered, for this subscriber's endpoint: only it waits
                 self._destinations.subscriber_failed((row.kind, row.target_id), now)
-        attempt = self._attempt(row, outcome)
-        self._outcomes.put_nowait(attempt)
-        if self.on_attempt is not None:
-            self.on_attempt(row.kind, _OUTCOMES[attempt.status])
-        if span is not None:
-            self._traces.finish(span, _OUTCOMES[attempt.status], outcome.status)
+        return self._attempt(row, outcome)
 
     def _attempt(self, row: DeliveryRow, outcome: _Outcome) -> Attempt:
         attempts = row.attempts + 1
@@ -436,6 +449,9 @@ class OutboxWorker:
                 free.release()
         for attempt in batch:
             self._held.discard(attempt.delivery_id)
+            written = self._written.pop(attempt.delivery_id, None)
+            if written is not None and not written.done():
+                written.set_result(None)
         self._wake.set()
 
     async def _send(
