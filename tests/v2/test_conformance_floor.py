@@ -48,7 +48,7 @@ from keys import made_key
 from receiver import Received, Receiver, egress_to
 from schemas import fixtures_v2_dir, group_dirs, openwop_validator
 
-from tether.certify._driver import Stream
+from tether.certify._driver import Stream, code_of, created, major, poll, settled
 from tether.certify._driver import subscribe as certify_subscribe
 from tether.certify.ledger import run_check
 from tether.certify.runner import CHECKS
@@ -58,7 +58,6 @@ from tether.certify.session import Session
 NOOP = "conformance-noop"
 DELAY = "conformance-delay"
 FAILURE = "conformance-failure"
-TERMINAL = ("completed", "failed", "cancelled")
 FOREIGN_RUN_ID = "openwop-conformance-foreign-tenant/foreignopaque0123456789abcdef"
 VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
 BOUND_ID = re.compile(r"^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$")
@@ -138,27 +137,6 @@ def project(bound: str) -> str:
 def bare(value: str) -> str:
     """The part of an id after its tenant (the suite's ``bareId``)."""
     return value.partition("/")[2] if "/" in value else value
-
-
-def code_of(response: httpx.Response) -> str | None:
-    """The suite's ``readErrorCode``: ``error`` when a string, else the legacy ``error.code``."""
-    try:
-        body = response.json()
-    except ValueError:
-        return None
-    if not isinstance(body, dict):
-        return None
-    error = body.get("error")
-    if isinstance(error, str):
-        return error
-    if isinstance(error, dict) and isinstance(error.get("code"), str):
-        return str(error["code"])
-    return None
-
-
-def major(response: httpx.Response) -> str:
-    """The major the answer names in ``OpenWOP-Version`` (``""`` when it names none)."""
-    return response.headers.get("openwop-version", "").strip().split(".")[0]
 
 
 def envelope(response: httpx.Response) -> dict[str, Any]:
@@ -297,42 +275,10 @@ def discovery(anon: httpx.Client) -> dict[str, Any]:
     return doc
 
 
-def created(drv: httpx.Client, body: dict[str, Any], **headers: str) -> str:
-    answer = drv.post("/runs", json=body, headers=headers)
-    assert answer.status_code == 201, f"blocked: POST /runs answered {answer.status_code} {answer.text}"
-    run_id = answer.json()["runId"]
-    assert isinstance(run_id, str)
-    return run_id
-
-
-def status_of(drv: httpx.Client, run_id: str) -> str | None:
-    answer = drv.get(f"/runs/{enc(run_id)}")
-    return str(answer.json().get("status")) if answer.status_code == 200 else None
-
-
-def settled(drv: httpx.Client, run_id: str, *statuses: str, timeout: float = 10.0) -> str:
-    """The run's status once it is one of ``statuses`` (terminal by default), as the suite polls for it."""
-    wanted = statuses or TERMINAL
-    found: str = wait_until(
-        lambda: (s := status_of(drv, run_id)) in wanted and s,
-        timeout=timeout,
-        interval=0.05,
-        what=f"run {run_id} to be {'|'.join(wanted)} (the suite records blocked)",
-    )
-    return found
-
-
 def noop_settled(drv: httpx.Client, **body: Any) -> str:
     run_id = created(drv, {"workflowId": NOOP, **body})
     settled(drv, run_id)
     return run_id
-
-
-def poll(drv: httpx.Client, run_id: str, query: str = "") -> dict[str, Any]:
-    answer = drv.get(f"/runs/{enc(run_id)}/events/poll?timeout=1{query}")
-    assert answer.status_code == 200, answer.text
-    body: dict[str, Any] = answer.json()
-    return body
 
 
 def check_event(event: dict[str, Any]) -> None:
